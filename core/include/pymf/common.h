@@ -1,0 +1,54 @@
+/*
+ * pymf/common.h: things every part of the C core shares.
+ *
+ * - PYMF_HD marks per-entry maths that the C compiler and nvcc both compile, so that
+ *   the CPU and the GPU paths have exactly one copy of each formula.
+ * - Every entry point returns a pymf_status and, on failure, fills a pymf_error that the
+ *   Cython boundary turns into the matching Python exception. There are no globals.
+ */
+#ifndef PYMF_COMMON_H
+#define PYMF_COMMON_H
+
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define PYMF_HD __host__ __device__ __forceinline__
+#else
+#define PYMF_HD static inline
+#endif
+
+typedef enum {
+    PYMF_OK = 0,
+    PYMF_EINVAL = 1,     /* bad argument: ValueError in Python */
+    PYMF_ENOMEM = 2,     /* allocation failed: MemoryError */
+    PYMF_EDIVERGED = 3,  /* a non-finite value appeared: pymf.DivergenceError */
+    PYMF_ENUMERIC = 4    /* a numerical library (GSL) failed: RuntimeError */
+} pymf_status;
+
+#define PYMF_ERRMSG_LEN 256
+
+typedef struct {
+    pymf_status status;
+    int64_t iteration;            /* for PYMF_EDIVERGED: the 1-based iteration that diverged */
+    char message[PYMF_ERRMSG_LEN];
+} pymf_error;
+
+#ifndef __CUDACC__
+/* Fills err (if not NULL) and returns status, so call sites read `return pymf_fail(...)`. */
+pymf_status pymf_fail(pymf_error *err, pymf_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+void pymf_error_clear(pymf_error *err);
+/* Number of OpenMP threads a parallel region will use when n_threads <= 0 is passed. */
+int pymf_default_threads(void);
+/* GSL aborts the process on error by default; the core turns that off once per process
+ * through this call, made from every create function (idempotent, thread-safe enough:
+ * it only ever stores the same pointer). */
+void pymf_gsl_quiet(void);
+const char *pymf_gsl_version(void);
+int pymf_openmp_enabled(void);
+#endif
+
+#endif

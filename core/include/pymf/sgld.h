@@ -1,0 +1,69 @@
+/*
+ * pymf/sgld.h: Langevin samplers for Tweedie matrix factorisation (PSGLD paper, sections
+ * 2-3): LD (full gradient), SGLD (minibatch of entries with replacement) and PSGLD (one
+ * part of the block grid per iteration, its blocks in parallel).
+ *
+ * One iteration t (1-based) maps theta = (W, H) to
+ *   theta + eps_t * (scale * grad log p(V_sub | theta) + grad log p(theta)) + sqrt(2 eps_t) z
+ * with z from the Philox stream (philox.h) and, for the exponential prior, the mirroring
+ * theta <- |theta| (the prior's support is the non-negative orthant).
+ *   LD:    V_sub = all entries, scale = 1
+ *   SGLD:  V_sub = |Omega| entries drawn with replacement, scale = N / |Omega|
+ *   PSGLD: V_sub = the part chosen for t, scale = N / |Pi_t|
+ * The new state is built in a second buffer and only replaces the current one when every
+ * entry is finite: a diverging chain stops with PYMF_EDIVERGED and keeps its last finite
+ * state.
+ */
+#ifndef PYMF_SGLD_H
+#define PYMF_SGLD_H
+
+#include "pymf/blocks.h"
+#include "pymf/tweedie.h"
+
+typedef enum { PYMF_PRIOR_EXPONENTIAL = 0, PYMF_PRIOR_GAUSSIAN = 1 } pymf_prior;
+typedef enum { PYMF_LD = 0, PYMF_SGLD = 1, PYMF_PSGLD = 2 } pymf_langevin_kind;
+typedef enum { PYMF_PARTS_CYCLIC = 0, PYMF_PARTS_RANDOM = 1 } pymf_part_order;
+
+typedef struct {
+    pymf_tweedie likelihood;
+    pymf_prior prior;
+    double lam_w, lam_h; /* exponential rates, or Gaussian precisions */
+} pymf_nmf_model;
+
+typedef struct {
+    pymf_langevin_kind kind;
+    int64_t batch_size;          /* SGLD: |Omega| */
+    pymf_part_order part_order;  /* PSGLD: cyclic (t-1) mod B, or random with prob |Pi|/N */
+    uint64_t noise_seed;         /* Philox key */
+    uint64_t schedule_seed;      /* GSL stream for minibatches and random parts */
+    int n_threads;               /* <= 0: OpenMP's default */
+} pymf_langevin_config;
+
+typedef struct pymf_langevin pymf_langevin;
+
+/* `data` must outlive the sampler. */
+pymf_langevin *pymf_langevin_create(const pymf_nmf_model *model, const pymf_blocked_data *data,
+                                    const pymf_langevin_config *config, pymf_error *err);
+void pymf_langevin_destroy(pymf_langevin *sampler);
+
+/* W: I x K, Ht: J x K, grid order; t = iterations already done. */
+pymf_status pymf_langevin_set_state(pymf_langevin *sampler, const double *W, const double *Ht,
+                                    int64_t t, pymf_error *err);
+void pymf_langevin_get_state(const pymf_langevin *sampler, double *W, double *Ht, int64_t *t);
+void pymf_langevin_set_threads(pymf_langevin *sampler, int n_threads);
+
+/* Runs n_iter iterations with step sizes step_sizes[0..n_iter-1]. */
+pymf_status pymf_langevin_run(pymf_langevin *sampler, int64_t n_iter, const double *step_sizes,
+                              pymf_error *err);
+
+/* The part (0..B-1) that PSGLD uses at iteration t (1-based). */
+int pymf_langevin_part(const pymf_langevin *sampler, int64_t t);
+
+pymf_status pymf_langevin_loglik(const pymf_langevin *sampler, double *out, pymf_error *err);
+
+/* SGLD's minibatch for iteration t: batch_size indices into the N observed entries (grid
+ * order, dense entries numbered row-major). Exposed for the pygsl reference test. */
+pymf_status pymf_sgld_minibatch(uint64_t schedule_seed, int64_t t, int64_t n_observed,
+                                int64_t batch_size, int64_t *out, pymf_error *err);
+
+#endif

@@ -1,0 +1,315 @@
+#include "pymf/sgld.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_rng.h>
+
+#include "pymf/philox.h"
+#include "pymf/rng.h"
+
+struct pymf_langevin {
+    pymf_nmf_model model;
+    const pymf_blocked_data *data;
+    pymf_langevin_config config;
+    double *W, *Ht;           /* current state */
+    double *W_next, *Ht_next; /* the state being built */
+    double *gW, *gHt;         /* likelihood gradients */
+    int64_t t;
+    gsl_rng *rng;             /* reseeded at every iteration, see rng.h */
+    int64_t *batch;           /* SGLD minibatch */
+    int64_t *part_sizes;      /* |Pi_p| */
+};
+
+void pymf_langevin_destroy(pymf_langevin *s)
+{
+    if (s == NULL)
+        return;
+    free(s->W);
+    free(s->Ht);
+    free(s->W_next);
+    free(s->Ht_next);
+    free(s->gW);
+    free(s->gHt);
+    free(s->batch);
+    free(s->part_sizes);
+    if (s->rng != NULL)
+        gsl_rng_free(s->rng);
+    free(s);
+}
+
+pymf_langevin *pymf_langevin_create(const pymf_nmf_model *model, const pymf_blocked_data *data,
+                                    const pymf_langevin_config *config, pymf_error *err)
+{
+    pymf_gsl_quiet();
+    if (pymf_tweedie_check(&model->likelihood, err) != PYMF_OK)
+        return NULL;
+    if (!(model->lam_w > 0.0) || !(model->lam_h > 0.0) || !isfinite(model->lam_w) ||
+        !isfinite(model->lam_h)) {
+        pymf_fail(err, PYMF_EINVAL, "prior parameters lam_w and lam_h must be positive and finite");
+        return NULL;
+    }
+    if (config->kind == PYMF_SGLD) {
+        if (config->batch_size <= 0) {
+            pymf_fail(err, PYMF_EINVAL, "SGLD batch_size must be positive");
+            return NULL;
+        }
+        if (data->n_observed > 0xFFFFFFFFll) {
+            pymf_fail(err, PYMF_EINVAL, "SGLD draws entries with a 32-bit generator: at most "
+                                        "2^32 - 1 observed entries, got %lld",
+                      (long long)data->n_observed);
+            return NULL;
+        }
+    }
+    if (data->n_observed <= 0) {
+        pymf_fail(err, PYMF_EINVAL, "the data has no observed entries");
+        return NULL;
+    }
+    pymf_langevin *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        pymf_fail(err, PYMF_ENOMEM, "out of memory");
+        return NULL;
+    }
+    s->model = *model;
+    s->data = data;
+    s->config = *config;
+    const pymf_grid *g = data->grid;
+    const int K = model->likelihood.rank, B = g->n_blocks;
+    const size_t w_size = (size_t)(g->n_rows * K), h_size = (size_t)(g->n_cols * K);
+    s->W = calloc(w_size, sizeof(double));
+    s->Ht = calloc(h_size, sizeof(double));
+    s->W_next = calloc(w_size, sizeof(double));
+    s->Ht_next = calloc(h_size, sizeof(double));
+    s->gW = calloc(w_size, sizeof(double));
+    s->gHt = calloc(h_size, sizeof(double));
+    s->part_sizes = calloc((size_t)B, sizeof(int64_t));
+    s->rng = gsl_rng_alloc(gsl_rng_mt19937);
+    if (config->kind == PYMF_SGLD)
+        s->batch = malloc(sizeof(int64_t) * (size_t)config->batch_size);
+    if (!s->W || !s->Ht || !s->W_next || !s->Ht_next || !s->gW || !s->gHt || !s->part_sizes ||
+        !s->rng || (config->kind == PYMF_SGLD && !s->batch)) {
+        pymf_langevin_destroy(s);
+        pymf_fail(err, PYMF_ENOMEM, "out of memory for the sampler state");
+        return NULL;
+    }
+    for (int p = 0; p < B; ++p)
+        s->part_sizes[p] = pymf_part_size(data, p);
+    return s;
+}
+
+pymf_status pymf_langevin_set_state(pymf_langevin *s, const double *W, const double *Ht,
+                                    int64_t t, pymf_error *err)
+{
+    const pymf_grid *g = s->data->grid;
+    const int64_t K = s->model.likelihood.rank;
+    if (t < 0)
+        return pymf_fail(err, PYMF_EINVAL, "the iteration counter must be >= 0");
+    for (int64_t e = 0; e < g->n_rows * K; ++e)
+        if (!isfinite(W[e]))
+            return pymf_fail(err, PYMF_EINVAL, "the initial W has a non-finite entry");
+    for (int64_t e = 0; e < g->n_cols * K; ++e)
+        if (!isfinite(Ht[e]))
+            return pymf_fail(err, PYMF_EINVAL, "the initial H has a non-finite entry");
+    memcpy(s->W, W, sizeof(double) * (size_t)(g->n_rows * K));
+    memcpy(s->Ht, Ht, sizeof(double) * (size_t)(g->n_cols * K));
+    s->t = t;
+    return PYMF_OK;
+}
+
+void pymf_langevin_get_state(const pymf_langevin *s, double *W, double *Ht, int64_t *t)
+{
+    const pymf_grid *g = s->data->grid;
+    const int64_t K = s->model.likelihood.rank;
+    if (W != NULL)
+        memcpy(W, s->W, sizeof(double) * (size_t)(g->n_rows * K));
+    if (Ht != NULL)
+        memcpy(Ht, s->Ht, sizeof(double) * (size_t)(g->n_cols * K));
+    if (t != NULL)
+        *t = s->t;
+}
+
+void pymf_langevin_set_threads(pymf_langevin *s, int n_threads) { s->config.n_threads = n_threads; }
+
+int pymf_langevin_part(const pymf_langevin *s, int64_t t)
+{
+    const int B = s->data->grid->n_blocks;
+    if (s->config.part_order == PYMF_PARTS_CYCLIC)
+        return (int)((t - 1) % B);
+    /* Random order: part p with probability |Pi_p| / N. */
+    gsl_rng_set(s->rng, pymf_stream_seed(s->config.schedule_seed, (uint64_t)t));
+    const double target = gsl_rng_uniform(s->rng) * (double)s->data->n_observed;
+    double cumulative = 0.0;
+    for (int p = 0; p < B; ++p) {
+        cumulative += (double)s->part_sizes[p];
+        if (target < cumulative)
+            return p;
+    }
+    return B - 1;
+}
+
+/* The Langevin move of rows [r0, r1) of one factor matrix (row-major, K columns):
+ * next = cur + eps * (grad + prior gradient) + sqrt(2 eps) z, mirrored for the exponential
+ * prior. Returns 0 if any new value is not finite. */
+static int langevin_rows(const pymf_langevin *s, const double *cur, const double *grad,
+                         double *next, int64_t r0, int64_t r1, double eps, double lam,
+                         uint32_t stream, int64_t t)
+{
+    const int K = s->model.likelihood.rank;
+    const double noise_sd = sqrt(2.0 * eps);
+    const int exponential = s->model.prior == PYMF_PRIOR_EXPONENTIAL;
+    int finite = 1;
+    double noise[256];
+    double *noise_row = K <= 256 ? noise : malloc(sizeof(double) * (size_t)K);
+    if (noise_row == NULL)
+        return 0;
+    for (int64_t i = r0; i < r1; ++i) {
+        pymf_noise_row(s->config.noise_seed, stream, (uint64_t)t, (uint32_t)i, K, noise_row);
+        const double *c = cur + i * K, *g = grad + i * K;
+        double *n = next + i * K;
+        for (int k = 0; k < K; ++k) {
+            /* exponential prior: d/dx log(lam e^{-lam x}) = -lam on x >= 0;
+             * Gaussian prior N(0, 1/lam): -lam x */
+            const double prior_grad = exponential ? -lam : -lam * c[k];
+            double x = c[k] + eps * (g[k] + prior_grad) + noise_sd * noise_row[k];
+            if (exponential)
+                x = fabs(x);
+            n[k] = x;
+            finite &= isfinite(x) ? 1 : 0;
+        }
+    }
+    if (noise_row != noise)
+        free(noise_row);
+    return finite;
+}
+
+/* PSGLD: block (b, c) of the chosen part, gradient and move fused so that the block's
+ * factors stay in cache. */
+static int psgld_block(pymf_langevin *s, int b, int c, double scale, double eps, int64_t t)
+{
+    const pymf_grid *g = s->data->grid;
+    const int K = s->model.likelihood.rank;
+    const int64_t r0 = g->row_start[b], r1 = g->row_start[b + 1];
+    const int64_t c0 = g->col_start[c], c1 = g->col_start[c + 1];
+    memset(s->gW + r0 * K, 0, sizeof(double) * (size_t)((r1 - r0) * K));
+    memset(s->gHt + c0 * K, 0, sizeof(double) * (size_t)((c1 - c0) * K));
+    if (scale > 0.0)
+        pymf_tweedie_block_grad(&s->model.likelihood, s->data, b, c, scale, s->W, s->Ht, s->gW,
+                                s->gHt);
+    int finite = langevin_rows(s, s->W, s->gW, s->W_next, r0, r1, eps, s->model.lam_w,
+                               PYMF_STREAM_W, t);
+    finite &= langevin_rows(s, s->Ht, s->gHt, s->Ht_next, c0, c1, eps, s->model.lam_h,
+                            PYMF_STREAM_H, t);
+    return finite;
+}
+
+pymf_status pymf_sgld_minibatch(uint64_t schedule_seed, int64_t t, int64_t n_observed,
+                                int64_t batch_size, int64_t *out, pymf_error *err)
+{
+    if (n_observed <= 0 || n_observed > 0xFFFFFFFFll)
+        return pymf_fail(err, PYMF_EINVAL, "n_observed must be in [1, 2^32 - 1]");
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    if (rng == NULL)
+        return pymf_fail(err, PYMF_ENOMEM, "out of memory for a GSL generator");
+    gsl_rng_set(rng, pymf_stream_seed(schedule_seed, (uint64_t)t));
+    for (int64_t m = 0; m < batch_size; ++m)
+        out[m] = (int64_t)gsl_rng_uniform_int(rng, (unsigned long)n_observed);
+    gsl_rng_free(rng);
+    return PYMF_OK;
+}
+
+/* SGLD: accumulate the minibatch gradient in draw order (the same sum for any thread count). */
+static void sgld_gradient(pymf_langevin *s, int64_t t)
+{
+    const pymf_blocked_data *d = s->data;
+    const pymf_grid *g = d->grid;
+    const int K = s->model.likelihood.rank;
+    const double beta = s->model.likelihood.beta;
+    const double coef = (double)d->n_observed / (double)s->config.batch_size / s->model.likelihood.phi;
+    gsl_rng_set(s->rng, pymf_stream_seed(s->config.schedule_seed, (uint64_t)t));
+    for (int64_t m = 0; m < s->config.batch_size; ++m)
+        s->batch[m] = (int64_t)gsl_rng_uniform_int(s->rng, (unsigned long)d->n_observed);
+    memset(s->gW, 0, sizeof(double) * (size_t)(g->n_rows * K));
+    memset(s->gHt, 0, sizeof(double) * (size_t)(g->n_cols * K));
+    for (int64_t m = 0; m < s->config.batch_size; ++m) {
+        int64_t i, j;
+        double v;
+        if (d->is_dense) {
+            i = s->batch[m] / g->n_cols;
+            j = s->batch[m] % g->n_cols;
+            v = d->V[s->batch[m]];
+        } else {
+            i = d->rows[s->batch[m]];
+            j = d->cols[s->batch[m]];
+            v = d->vals[s->batch[m]];
+        }
+        const double *w = s->W + i * K, *h = s->Ht + j * K;
+        const double mu = pymf_tweedie_floor_mu(pymf_dot(w, h, K), beta);
+        const double grad = coef * pymf_tweedie_dlogp_dmu_floored(v, mu, beta, 1.0);
+        double *gw = s->gW + i * K, *gh = s->gHt + j * K;
+        for (int k = 0; k < K; ++k) {
+            gw[k] += grad * h[k];
+            gh[k] += grad * w[k];
+        }
+    }
+}
+
+pymf_status pymf_langevin_run(pymf_langevin *s, int64_t n_iter, const double *step_sizes,
+                              pymf_error *err)
+{
+    const pymf_grid *g = s->data->grid;
+    const int B = g->n_blocks;
+    const int threads = s->config.n_threads > 0 ? s->config.n_threads : pymf_default_threads();
+    (void)threads;
+    for (int64_t n = 0; n < n_iter; ++n) {
+        const int64_t t = s->t + 1;
+        const double eps = step_sizes[n];
+        if (!(eps > 0.0) || !isfinite(eps))
+            return pymf_fail(err, PYMF_EINVAL, "step size at iteration %lld is %g; it must be "
+                             "positive and finite", (long long)t, eps);
+        int finite = 1;
+        if (s->config.kind == PYMF_PSGLD) {
+            const int part = pymf_langevin_part(s, t);
+            const int64_t part_size = s->part_sizes[part];
+            const double scale = part_size > 0 ? (double)s->data->n_observed / (double)part_size : 0.0;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(& : finite)
+            for (int b = 0; b < B; ++b)
+                finite &= psgld_block(s, b, pymf_part_column(B, part, b), scale, eps, t);
+        } else {
+            if (s->config.kind == PYMF_LD)
+                pymf_tweedie_grad(&s->model.likelihood, s->data, s->W, s->Ht, threads, s->gW,
+                                  s->gHt, err);
+            else
+                sgld_gradient(s, t);
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(& : finite)
+            for (int b = 0; b < B; ++b) {
+                finite &= langevin_rows(s, s->W, s->gW, s->W_next, g->row_start[b],
+                                        g->row_start[b + 1], eps, s->model.lam_w, PYMF_STREAM_W, t);
+                finite &= langevin_rows(s, s->Ht, s->gHt, s->Ht_next, g->col_start[b],
+                                        g->col_start[b + 1], eps, s->model.lam_h, PYMF_STREAM_H, t);
+            }
+        }
+        if (!finite) {
+            if (err != NULL)
+                err->iteration = t;
+            return pymf_fail(err, PYMF_EDIVERGED,
+                             "the chain diverged at iteration %lld (a parameter became infinite "
+                             "or NaN; try a smaller step size); the last finite state is kept",
+                             (long long)t);
+        }
+        double *swap = s->W;
+        s->W = s->W_next;
+        s->W_next = swap;
+        swap = s->Ht;
+        s->Ht = s->Ht_next;
+        s->Ht_next = swap;
+        s->t = t;
+    }
+    return PYMF_OK;
+}
+
+pymf_status pymf_langevin_loglik(const pymf_langevin *s, double *out, pymf_error *err)
+{
+    return pymf_tweedie_loglik(&s->model.likelihood, s->data, s->W, s->Ht, s->config.n_threads,
+                               out, err);
+}

@@ -1,0 +1,137 @@
+# Declarations of the C core (core/include/pymf/*.h) for the Cython bindings.
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+
+
+cdef extern from "pymf/common.h" nogil:
+    ctypedef enum pymf_status:
+        PYMF_OK
+        PYMF_EINVAL
+        PYMF_ENOMEM
+        PYMF_EDIVERGED
+        PYMF_ENUMERIC
+
+    ctypedef struct pymf_error:
+        pymf_status status
+        int64_t iteration
+        char message[256]
+
+    void pymf_error_clear(pymf_error *err)
+    int pymf_default_threads()
+    int pymf_openmp_enabled()
+    const char *pymf_gsl_version()
+
+
+cdef extern from "pymf/philox.h" nogil:
+    void pymf_philox4x32_10(const uint32_t ctr_in[4], const uint32_t key_in[2], uint32_t out[4])
+    void pymf_noise_row(uint64_t seed, uint32_t stream, uint64_t t, uint32_t row, int rank,
+                        double *out)
+    uint32_t PYMF_STREAM_W
+    uint32_t PYMF_STREAM_H
+
+
+cdef extern from "pymf/rng.h" nogil:
+    unsigned long pymf_stream_seed(uint64_t stream_seed, uint64_t t)
+
+
+cdef extern from "pymf/blocks.h" nogil:
+    ctypedef struct pymf_grid:
+        int64_t n_rows
+        int64_t n_cols
+        int n_blocks
+        int64_t *row_start
+        int64_t *col_start
+        int64_t *row_of
+        int64_t *col_of
+        int64_t *row_pos
+        int64_t *col_pos
+
+    ctypedef struct pymf_blocked_data:
+        const pymf_grid *grid
+        int is_dense
+        double *V
+        int64_t nnz
+        int32_t *rows
+        int32_t *cols
+        double *vals
+        int64_t *block_ptr
+        int64_t n_observed
+
+    pymf_status pymf_grid_init(pymf_grid *grid, int64_t n_rows, int64_t n_cols, int n_blocks,
+                               int permute, unsigned long seed, pymf_error *err)
+    void pymf_grid_free(pymf_grid *grid)
+    pymf_status pymf_blocked_from_dense(pymf_blocked_data *data, const pymf_grid *grid,
+                                        const double *V, pymf_error *err)
+    pymf_status pymf_blocked_from_sparse(pymf_blocked_data *data, const pymf_grid *grid,
+                                         int64_t nnz, const int64_t *rows, const int64_t *cols,
+                                         const double *vals, pymf_error *err)
+    void pymf_blocked_free(pymf_blocked_data *data)
+    int64_t pymf_block_size(const pymf_blocked_data *data, int b, int c)
+    int64_t pymf_part_size(const pymf_blocked_data *data, int part)
+
+
+cdef extern from "pymf/tweedie.h" nogil:
+    double PYMF_MU_FLOOR
+    double pymf_beta_divergence(double v, double mu, double beta)
+    double pymf_tweedie_dlogp_dmu(double v, double mu, double beta, double inv_phi)
+
+    ctypedef struct pymf_tweedie:
+        int rank
+        double beta
+        double phi
+
+    pymf_status pymf_tweedie_check(const pymf_tweedie *lik, pymf_error *err)
+    pymf_status pymf_tweedie_loglik(const pymf_tweedie *lik, const pymf_blocked_data *data,
+                                    const double *W, const double *Ht, int n_threads,
+                                    double *out, pymf_error *err)
+    pymf_status pymf_tweedie_grad(const pymf_tweedie *lik, const pymf_blocked_data *data,
+                                  const double *W, const double *Ht, int n_threads, double *gW,
+                                  double *gHt, pymf_error *err)
+    void pymf_predict_entries(const double *W, const double *Ht, int rank, int64_t n,
+                              const int64_t *rows, const int64_t *cols, double *out)
+
+
+cdef extern from "pymf/sgld.h" nogil:
+    ctypedef enum pymf_prior:
+        PYMF_PRIOR_EXPONENTIAL
+        PYMF_PRIOR_GAUSSIAN
+
+    ctypedef enum pymf_langevin_kind:
+        PYMF_LD
+        PYMF_SGLD
+        PYMF_PSGLD
+
+    ctypedef enum pymf_part_order:
+        PYMF_PARTS_CYCLIC
+        PYMF_PARTS_RANDOM
+
+    ctypedef struct pymf_nmf_model:
+        pymf_tweedie likelihood
+        pymf_prior prior
+        double lam_w
+        double lam_h
+
+    ctypedef struct pymf_langevin_config:
+        pymf_langevin_kind kind
+        int64_t batch_size
+        pymf_part_order part_order
+        uint64_t noise_seed
+        uint64_t schedule_seed
+        int n_threads
+
+    ctypedef struct pymf_langevin:
+        pass
+
+    pymf_langevin *pymf_langevin_create(const pymf_nmf_model *model,
+                                        const pymf_blocked_data *data,
+                                        const pymf_langevin_config *config, pymf_error *err)
+    void pymf_langevin_destroy(pymf_langevin *sampler)
+    pymf_status pymf_langevin_set_state(pymf_langevin *sampler, const double *W,
+                                        const double *Ht, int64_t t, pymf_error *err)
+    void pymf_langevin_get_state(const pymf_langevin *sampler, double *W, double *Ht, int64_t *t)
+    void pymf_langevin_set_threads(pymf_langevin *sampler, int n_threads)
+    pymf_status pymf_langevin_run(pymf_langevin *sampler, int64_t n_iter,
+                                  const double *step_sizes, pymf_error *err)
+    int pymf_langevin_part(const pymf_langevin *sampler, int64_t t)
+    pymf_status pymf_langevin_loglik(const pymf_langevin *sampler, double *out, pymf_error *err)
+    pymf_status pymf_sgld_minibatch(uint64_t schedule_seed, int64_t t, int64_t n_observed,
+                                    int64_t batch_size, int64_t *out, pymf_error *err)

@@ -1,0 +1,158 @@
+"""Bindings of core/src/sgld.c: the LD, SGLD and PSGLD samplers and their noise."""
+import numpy as np
+
+from libc.stdint cimport int64_t, uint32_t, uint64_t
+
+from pymf._blocks cimport BlockedData
+from pymf._core cimport (PYMF_LD, PYMF_PARTS_CYCLIC, PYMF_PARTS_RANDOM, PYMF_PRIOR_EXPONENTIAL,
+                         PYMF_PRIOR_GAUSSIAN, PYMF_PSGLD, PYMF_SGLD, PYMF_STREAM_H,
+                         PYMF_STREAM_W, pymf_error, pymf_error_clear, pymf_langevin,
+                         pymf_langevin_config, pymf_langevin_create, pymf_langevin_destroy,
+                         pymf_langevin_get_state, pymf_langevin_loglik, pymf_langevin_part,
+                         pymf_langevin_run, pymf_langevin_set_state, pymf_langevin_set_threads,
+                         pymf_nmf_model, pymf_noise_row, pymf_philox4x32_10,
+                         pymf_sgld_minibatch, pymf_stream_seed)
+from pymf._status cimport check
+
+STREAM_W = PYMF_STREAM_W
+STREAM_H = PYMF_STREAM_H
+_KINDS = {"ld": PYMF_LD, "sgld": PYMF_SGLD, "psgld": PYMF_PSGLD}
+_PRIORS = {"exponential": PYMF_PRIOR_EXPONENTIAL, "gaussian": PYMF_PRIOR_GAUSSIAN}
+_ORDERS = {"cyclic": PYMF_PARTS_CYCLIC, "random": PYMF_PARTS_RANDOM}
+
+
+cdef class LangevinChain:
+    """One LD / SGLD / PSGLD chain over a BlockedData (grid order throughout).
+
+    The Python layer (pymf.samplers, pymf.sampling) validates everything first; this class
+    only checks what the C core checks.
+    """
+    cdef pymf_langevin *chain
+    cdef readonly BlockedData data
+    cdef readonly int rank
+
+    def __cinit__(self, BlockedData data, str kind, int rank, double beta, double phi,
+                  str prior, double lam_w, double lam_h, uint64_t noise_seed,
+                  uint64_t schedule_seed, int64_t batch_size=0, str part_order="cyclic",
+                  int n_threads=0):
+        cdef pymf_nmf_model model
+        cdef pymf_langevin_config config
+        cdef pymf_error err
+        self.chain = NULL
+        self.data = data
+        self.rank = rank
+        model.likelihood.rank = rank
+        model.likelihood.beta = beta
+        model.likelihood.phi = phi
+        model.prior = _PRIORS[prior]
+        model.lam_w = lam_w
+        model.lam_h = lam_h
+        config.kind = _KINDS[kind]
+        config.batch_size = batch_size
+        config.part_order = _ORDERS[part_order]
+        config.noise_seed = noise_seed
+        config.schedule_seed = schedule_seed
+        config.n_threads = n_threads
+        pymf_error_clear(&err)
+        self.chain = pymf_langevin_create(&model, &data.data, &config, &err)
+        if self.chain == NULL:
+            check(&err)
+            raise MemoryError("could not create the sampler")
+
+    def __dealloc__(self):
+        pymf_langevin_destroy(self.chain)
+
+    def set_state(self, double[:, ::1] W, double[:, ::1] Ht, int64_t t=0):
+        cdef pymf_error err
+        if W.shape[0] != self.data.grid.n_rows or W.shape[1] != self.rank:
+            raise ValueError(f"W must be {self.data.grid.n_rows} x {self.rank}")
+        if Ht.shape[0] != self.data.grid.n_cols or Ht.shape[1] != self.rank:
+            raise ValueError(f"Ht must be {self.data.grid.n_cols} x {self.rank}")
+        pymf_error_clear(&err)
+        pymf_langevin_set_state(self.chain, &W[0, 0], &Ht[0, 0], t, &err)
+        check(&err)
+
+    def get_state(self):
+        """(W, Ht, t): copies of the current state in grid order."""
+        W = np.empty((self.data.grid.n_rows, self.rank))
+        Ht = np.empty((self.data.grid.n_cols, self.rank))
+        cdef double[:, ::1] w = W
+        cdef double[:, ::1] h = Ht
+        cdef int64_t t = 0
+        pymf_langevin_get_state(self.chain, &w[0, 0], &h[0, 0], &t)
+        return W, Ht, int(t)
+
+    @property
+    def iteration(self):
+        cdef int64_t t = 0
+        pymf_langevin_get_state(self.chain, NULL, NULL, &t)
+        return int(t)
+
+    def set_threads(self, int n_threads):
+        pymf_langevin_set_threads(self.chain, n_threads)
+
+    def run(self, double[::1] step_sizes):
+        """Runs len(step_sizes) iterations; raises DivergenceError keeping the last finite state."""
+        cdef pymf_error err
+        cdef int64_t n = step_sizes.shape[0]
+        if n == 0:
+            return
+        pymf_error_clear(&err)
+        with nogil:
+            pymf_langevin_run(self.chain, n, &step_sizes[0], &err)
+        check(&err)
+
+    def part(self, int64_t t):
+        """The part PSGLD uses at iteration t (1-based)."""
+        return pymf_langevin_part(self.chain, t)
+
+    def loglik(self):
+        cdef pymf_error err
+        cdef double out = 0.0
+        pymf_error_clear(&err)
+        with nogil:
+            pymf_langevin_loglik(self.chain, &out, &err)
+        check(&err)
+        return out
+
+
+def noise(uint64_t seed, uint32_t stream, uint64_t t, uint32_t first_row, uint32_t n_rows,
+          int rank):
+    """The standard Gaussians the samplers add at iteration t to rows
+    first_row .. first_row + n_rows - 1 of W (stream STREAM_W) or of H^T (STREAM_H)."""
+    out = np.empty((n_rows, rank))
+    cdef double[:, ::1] o = out
+    cdef uint32_t r
+    for r in range(n_rows):
+        pymf_noise_row(seed, stream, t, first_row + r, rank, &o[r, 0])
+    return out
+
+
+def philox4x32_10(counter, key):
+    """Philox4x32-10 of a 4-word counter and a 2-word key (known-answer tests)."""
+    cdef uint32_t c[4]
+    cdef uint32_t k[2]
+    cdef uint32_t o[4]
+    for i in range(4):
+        c[i] = counter[i]
+    k[0] = key[0]
+    k[1] = key[1]
+    pymf_philox4x32_10(c, k, o)
+    return (o[0], o[1], o[2], o[3])
+
+
+def stream_seed(uint64_t base, uint64_t t):
+    """The GSL seed of iteration t of a stream (see core/include/pymf/rng.h)."""
+    return int(pymf_stream_seed(base, t))
+
+
+def sgld_minibatch(uint64_t schedule_seed, int64_t t, int64_t n_observed, int64_t batch_size):
+    """SGLD's minibatch at iteration t: indices into the observed entries (grid order)."""
+    out = np.empty(batch_size, dtype=np.int64)
+    cdef int64_t[::1] o = out
+    cdef pymf_error err
+    pymf_error_clear(&err)
+    if batch_size > 0:
+        pymf_sgld_minibatch(schedule_seed, t, n_observed, batch_size, &o[0], &err)
+    check(&err)
+    return out

@@ -1,0 +1,54 @@
+"""Build of pymf: the C core (core/) as a static library, the Cython bindings linking it,
+and the CUDA sources (cuda/) shipped as package data of pymf.cuda.
+
+GSL comes from the system (Debian: libgsl-dev); OpenMP from the compiler. No
+-march=native: set PYMF_NATIVE=1 to opt in on your own machine.
+"""
+import glob
+import os
+
+import numpy
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+core_sources = sorted(glob.glob(os.path.join("core", "src", "*.c")))
+include_dirs = [os.path.join("core", "include"), numpy.get_include()]
+
+# -std=c99 also turns off floating-point contraction (no silent FMA), which keeps a chain
+# bit-identical between the scalar and the vector code paths of different machines.
+c_flags = ["-std=c99", "-O3", "-fPIC", "-fopenmp", "-Wall", "-Wno-unknown-pragmas"]
+if os.environ.get("PYMF_NATIVE") == "1":
+    c_flags.append("-march=native")
+
+core_library = (
+    "pymfcore",
+    {"sources": core_sources, "include_dirs": [os.path.join("core", "include")], "cflags": c_flags},
+)
+
+
+def binding(name):
+    return Extension(
+        f"pymf.{name}",
+        sources=[os.path.join("pymf", f"{name}.pyx")],
+        include_dirs=include_dirs,
+        libraries=["pymfcore", "gsl", "gslcblas", "m"],
+        extra_compile_args=["-O3", "-fopenmp"],
+        extra_link_args=["-fopenmp"],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        depends=core_sources + glob.glob(os.path.join("core", "include", "pymf", "*.h")),
+    )
+
+
+extensions = [binding(name) for name in ("_status", "_blocks", "_tweedie", "_sgld")]
+
+setup(
+    packages=["pymf", "pymf.cuda"],
+    package_dir={"pymf": "pymf", "pymf.cuda": "cuda"},
+    package_data={"pymf.cuda": ["*.cu", "*.cuh", "include/pymf/*.h"], "pymf": ["*.pxd"]},
+    libraries=[core_library],
+    ext_modules=cythonize(
+        extensions,
+        language_level=3,
+        compiler_directives={"boundscheck": False, "wraparound": False, "cdivision": True},
+    ),
+)
