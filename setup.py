@@ -39,7 +39,7 @@ def binding(name):
     )
 
 
-extensions = [binding(name) for name in ("_status", "_blocks", "_tweedie", "_sgld")]
+extensions = [binding(name) for name in ("_status", "_core_info", "_blocks", "_tweedie", "_sgld")]
 
 setup(
     packages=["pymf", "pymf.cuda"],

@@ -1,2 +1,17 @@
-"""pymf: scalable Bayesian matrix factorisation (a C core with Cython bindings)."""
+"""pymf: scalable Bayesian matrix factorisation.
+
+Posterior sampling for matrix factorisation with Langevin samplers (LD, SGLD and parallel
+SGLD) over a C core with Cython bindings. See README.md and DESIGN.md.
+"""
 __version__ = "0.1.0"
+
+from pymf import datasets
+from pymf.data import Ratings
+from pymf.errors import DivergenceError
+from pymf.models import TweedieNMF
+from pymf.result import SampleResult, load
+from pymf.samplers import LD, PSGLD, SGLD, ConstantStep, PolynomialDecay
+from pymf.sampling import sample
+
+__all__ = ["datasets", "Ratings", "DivergenceError", "TweedieNMF", "SampleResult", "load", "LD",
+           "SGLD", "PSGLD", "ConstantStep", "PolynomialDecay", "sample", "__version__"]

@@ -1,0 +1,5 @@
+import sys
+
+from pymf.cli import main
+
+sys.exit(main())

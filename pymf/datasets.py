@@ -1,0 +1,94 @@
+"""Data generators and loaders.
+
+make_tweedie_nmf draws V from the Tweedie NMF generative model of the PSGLD paper:
+W ~ E(lam_w), H ~ E(lam_h), V_ij ~ Tweedie(mu_ij = (W H)_ij, phi, power p = 2 - beta), for
+  beta = 2     Gaussian N(mu, phi)
+  beta = 1     Poisson (phi = 1), or phi * Poisson(mu / phi) (over-dispersed)
+  0 < beta < 1 compound Poisson-gamma, with a point mass at 0
+  beta = 0     gamma, mean mu, variance phi mu^2
+  beta = -1    inverse Gaussian, mean mu, variance phi mu^3
+In every case E[V] = mu and Var[V] = phi mu^p. No Tweedie distribution exists for
+1 < beta < 2 (power 0 < p < 1); other powers have no sampler here.
+"""
+import os
+
+import numpy as np
+
+from pymf.data import Ratings
+
+
+def tweedie_draw(mu, phi, beta, rng):
+    """Draws of Tweedie(mu, phi, p = 2 - beta), elementwise."""
+    mu = np.asarray(mu, dtype=np.float64)
+    if np.any(mu <= 0) and beta != 2.0:
+        raise ValueError("mu must be positive for a non-Gaussian Tweedie distribution")
+    if beta == 2.0:
+        return rng.normal(mu, np.sqrt(phi))
+    if beta == 1.0:
+        return phi * rng.poisson(mu / phi).astype(np.float64)
+    if 0.0 < beta < 1.0:
+        p = 2.0 - beta
+        rate = mu ** (2.0 - p) / (phi * (2.0 - p))      # Poisson number of gamma summands
+        shape = (2.0 - p) / (p - 1.0)                     # each summand's gamma shape
+        scale = phi * (p - 1.0) * mu ** (p - 1.0)         # and scale
+        counts = rng.poisson(rate)
+        out = np.zeros_like(mu)
+        positive = counts > 0
+        out[positive] = rng.gamma(shape * counts[positive], scale[positive])
+        return out
+    if beta == 0.0:
+        return rng.gamma(1.0 / phi, phi * mu)
+    if beta == -1.0:
+        return rng.wald(mu, 1.0 / phi)
+    if 1.0 < beta < 2.0:
+        raise ValueError(
+            f"beta={beta}: no Tweedie distribution exists for power p = 2 - beta in (0, 1); "
+            "the beta-divergence is defined there, but no generative model")
+    raise ValueError(f"beta={beta}: draws are available for beta = 2, 1, 0, -1 and 0 < beta < 1")
+
+
+def make_tweedie_nmf(n_rows, n_cols, rank, beta=1.0, phi=1.0, seed=0, lam_w=1.0, lam_h=1.0):
+    """(V, W_true, H_true) from the Tweedie NMF generative model (see the module doc)."""
+    for name, n in (("n_rows", n_rows), ("n_cols", n_cols), ("rank", rank)):
+        if int(n) != n or n <= 0:
+            raise ValueError(f"{name} must be a positive integer, got {n!r}")
+    if not phi > 0:
+        raise ValueError(f"phi must be positive, got {phi}")
+    rng = np.random.default_rng(seed)
+    W = rng.exponential(1.0 / lam_w, size=(int(n_rows), int(rank)))
+    H = rng.exponential(1.0 / lam_h, size=(int(rank), int(n_cols)))
+    V = tweedie_draw(W @ H, float(phi), float(beta), rng)
+    return V, W, H
+
+
+def demo(size=256, rank=32, seed=0):
+    """The embedded default data: the paper's synthetic Poisson-NMF (I = J = size, K = rank)."""
+    return make_tweedie_nmf(size, size, rank, beta=1.0, phi=1.0, seed=seed)
+
+
+def load_movielens(path):
+    """MovieLens ratings as pymf.Ratings with 0-based contiguous indices.
+
+    Reads u.data (tab-separated user item rating time), ratings.dat (user::item::rating::time)
+    and ratings.csv (header userId,movieId,rating,timestamp). Users are rows, items columns.
+    The original ids are kept as .user_ids and .item_ids (row r is user user_ids[r]).
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no MovieLens file at {path!r}")
+    name = os.path.basename(path)
+    if name.endswith(".csv"):
+        table = np.loadtxt(path, delimiter=",", skiprows=1, usecols=(0, 1, 2))
+    elif name.endswith(".dat"):
+        with open(path) as fh:
+            table = np.array([line.split("::")[:3] for line in fh if line.strip()], dtype=np.float64)
+    else:
+        table = np.loadtxt(path, usecols=(0, 1, 2))
+    table = np.atleast_2d(table)
+    if table.shape[1] < 3 or table.shape[0] == 0:
+        raise ValueError(f"{path!r} has no (user, item, rating) rows")
+    user_ids, rows = np.unique(table[:, 0].astype(np.int64), return_inverse=True)
+    item_ids, cols = np.unique(table[:, 1].astype(np.int64), return_inverse=True)
+    ratings = Ratings(rows, cols, table[:, 2], shape=(len(user_ids), len(item_ids)))
+    ratings.user_ids, ratings.item_ids = user_ids, item_ids
+    return ratings

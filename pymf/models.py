@@ -1,0 +1,88 @@
+"""Tweedie non-negative (or real-valued) matrix factorisation, the model of the PSGLD paper.
+
+    V_ij ~ Tweedie(mu_ij, phi, power p = 2 - beta),   mu = W H,
+    log p(V | W, H) = -sum_ij d_beta(V_ij || mu_ij) / phi + const.
+
+prior="exponential": w_ik ~ E(lam_w), h_kj ~ E(lam_h), non-negative (samplers mirror).
+prior="gaussian":    w_ik ~ N(0, 1/lam_w), h_kj ~ N(0, 1/lam_h), real-valued; this needs a
+                     likelihood defined for any real mu, i.e. beta = 2 (Gaussian).
+"""
+import math
+import numbers
+
+import numpy as np
+
+from pymf.data import observed_values
+
+PRIORS = ("exponential", "gaussian")
+
+
+class TweedieNMF:
+    def __init__(self, rank, beta=1.0, phi=1.0, prior="exponential", lam_w=1.0, lam_h=1.0):
+        if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or rank <= 0:
+            raise ValueError(f"rank must be a positive integer, got {rank!r}")
+        beta, phi = float(beta), float(phi)
+        if not math.isfinite(beta):
+            raise ValueError(f"beta must be finite, got {beta}")
+        if not (phi > 0 and math.isfinite(phi)):
+            raise ValueError(f"phi (the dispersion) must be positive and finite, got {phi}")
+        if prior not in PRIORS:
+            raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
+        for name, lam in (("lam_w", lam_w), ("lam_h", lam_h)):
+            if not (float(lam) > 0 and math.isfinite(float(lam))):
+                raise ValueError(f"{name} must be positive and finite, got {lam}")
+        if prior == "gaussian" and beta != 2.0:
+            raise ValueError(
+                "prior='gaussian' gives real-valued factors, so mu = W H can be negative; "
+                f"only beta = 2 (Gaussian likelihood) is defined there, got beta={beta}")
+        self.rank = int(rank)
+        self.beta = beta
+        self.phi = phi
+        self.prior = prior
+        self.lam_w = float(lam_w)
+        self.lam_h = float(lam_h)
+
+    @property
+    def non_negative(self):
+        return self.prior == "exponential"
+
+    def params(self):
+        return {"model": "tweedie", "rank": self.rank, "beta": self.beta, "phi": self.phi,
+                "prior": self.prior, "lam_w": self.lam_w, "lam_h": self.lam_h}
+
+    def __repr__(self):
+        return (f"TweedieNMF(rank={self.rank}, beta={self.beta}, phi={self.phi}, "
+                f"prior={self.prior!r}, lam_w={self.lam_w}, lam_h={self.lam_h})")
+
+    def check_data(self, observed):
+        """Raise ValueError if the observed values are outside the likelihood's support."""
+        values = observed_values(observed)
+        if values.size == 0:
+            raise ValueError("the data has no observed entries")
+        if self.non_negative and values.min() < 0:
+            raise ValueError(
+                f"the data contain negative values (min {values.min():g}) but the model is "
+                "non-negative (exponential prior); use prior='gaussian' with beta=2 for real data")
+        if self.beta <= 0 and values.min() <= 0:
+            raise ValueError(
+                f"beta={self.beta} (gamma / inverse-Gaussian family) needs strictly positive "
+                f"data, found min {values.min():g}")
+
+    def init_factors(self, shape, observed, rng):
+        """A random starting point with the data's scale: E[(W H)_ij] ~ mean(V)."""
+        n_rows, n_cols = shape
+        values = observed_values(observed)
+        scale = math.sqrt(max(float(np.mean(np.abs(values))), 1e-3) / self.rank)
+        W = rng.uniform(0.5, 1.5, size=(n_rows, self.rank)) * scale
+        H = rng.uniform(0.5, 1.5, size=(self.rank, n_cols)) * scale
+        if not self.non_negative:
+            W *= rng.choice([-1.0, 1.0], size=W.shape)
+            H *= rng.choice([-1.0, 1.0], size=H.shape)
+        return W, H
+
+    def log_prior(self, W, H):
+        if self.non_negative:
+            return (W.size * math.log(self.lam_w) - self.lam_w * float(W.sum())
+                    + H.size * math.log(self.lam_h) - self.lam_h * float(H.sum()))
+        return (0.5 * W.size * math.log(self.lam_w / (2 * math.pi)) - 0.5 * self.lam_w * float(np.sum(W * W))
+                + 0.5 * H.size * math.log(self.lam_h / (2 * math.pi)) - 0.5 * self.lam_h * float(np.sum(H * H)))

@@ -1,0 +1,144 @@
+"""The result of a sampling run: posterior means, thinned samples, traces; save / load.
+
+Storage never uses pickle: either one .npz file or a directory of .npy files plus a
+meta.json. A directory is also how long runs stream their samples (pymf.sample with
+sample_dir=...): the sample arrays are .npy files written in place as the run goes.
+"""
+import json
+import os
+
+import numpy as np
+
+from pymf import _tweedie
+
+_ARRAYS = ("W_mean", "H_mean", "W_samples", "H_samples", "sample_iterations")
+
+
+class SampleResult:
+    """Posterior summaries of one chain.
+
+    W_mean (I x K), H_mean (K x J): means over the kept samples.
+    W_samples (kept x I x K), H_samples (kept x K x J): the kept samples (None if not kept).
+    trace: dict of 1-D arrays, all of the same length: "iteration", "time" (seconds of
+        sampling, trace computations excluded), "loglik" (sum of -d_beta/phi, i.e. the
+        log-likelihood up to a constant of V), "logpost" (loglik + log prior) and, with a
+        test set, "test_rmse" (of the running posterior-mean prediction) and
+        "test_rmse_sample" (of the current state).
+    params: the model, sampler and run settings.
+    n_kept: the number of kept samples; interrupted: True if Ctrl-C ended the run early.
+    """
+
+    def __init__(self, W_mean, H_mean, W_samples, H_samples, sample_iterations, trace, params,
+                 n_kept, interrupted=False):
+        self.W_mean = W_mean
+        self.H_mean = H_mean
+        self.W_samples = W_samples
+        self.H_samples = H_samples
+        self.sample_iterations = sample_iterations
+        self.trace = trace
+        self.params = params
+        self.n_kept = int(n_kept)
+        self.interrupted = bool(interrupted)
+
+    def __repr__(self):
+        shape = None if self.W_mean is None else (self.W_mean.shape[0], self.H_mean.shape[1])
+        return (f"SampleResult(shape={shape}, n_kept={self.n_kept}, "
+                f"interrupted={self.interrupted}, trace={sorted(self.trace)})")
+
+    def predict(self, rows, cols, return_std=False):
+        """Posterior mean (and standard deviation) of mu_ij = (W H)_ij over the kept samples."""
+        rows = np.ascontiguousarray(rows, dtype=np.int64).ravel()
+        cols = np.ascontiguousarray(cols, dtype=np.int64).ravel()
+        if rows.shape != cols.shape:
+            raise ValueError("rows and cols must have the same length")
+        n_rows, n_cols = self.W_mean.shape[0], self.H_mean.shape[1]
+        if rows.size and (rows.min() < 0 or rows.max() >= n_rows):
+            raise ValueError(f"row indices must be in [0, {n_rows})")
+        if cols.size and (cols.min() < 0 or cols.max() >= n_cols):
+            raise ValueError(f"column indices must be in [0, {n_cols})")
+        if self.W_samples is None or self.n_kept == 0:
+            raise ValueError("this result kept no samples; run with keep_samples=True "
+                             "(the default) to predict posterior means")
+        total = np.zeros(rows.size)
+        total_sq = np.zeros(rows.size)
+        for s in range(self.n_kept):
+            W = np.ascontiguousarray(self.W_samples[s])
+            Ht = np.ascontiguousarray(self.H_samples[s].T)
+            mu = _tweedie.predict_entries(W, Ht, rows, cols)
+            total += mu
+            total_sq += mu * mu
+        mean = total / self.n_kept
+        if not return_std:
+            return mean
+        var = np.maximum(total_sq / self.n_kept - mean * mean, 0.0)
+        return mean, np.sqrt(var)
+
+    # ---- persistence ----
+    def _arrays(self):
+        out = {}
+        for name in _ARRAYS:
+            value = getattr(self, name)
+            if value is not None:
+                if name in ("W_samples", "H_samples"):
+                    value = value[: self.n_kept]
+                out[name] = np.asarray(value)
+        for key, value in self.trace.items():
+            out["trace_" + key] = np.asarray(value)
+        return out
+
+    def _meta(self):
+        return {"params": self.params, "n_kept": self.n_kept, "interrupted": self.interrupted,
+                "trace_keys": sorted(self.trace), "format": 1}
+
+    def save(self, path):
+        """Save to `path`: a .npz file if it ends in .npz, else a directory of .npy files."""
+        path = os.fspath(path)
+        arrays = self._arrays()
+        meta = json.dumps(self._meta())
+        if path.endswith(".npz"):
+            tmp = path[:-4] + ".tmp.npz"
+            np.savez(tmp, meta=np.array(meta), **arrays)
+            os.replace(tmp, path)
+            return path
+        os.makedirs(path, exist_ok=True)
+        for name, value in arrays.items():
+            target = os.path.join(path, name + ".npy")
+            if isinstance(value, np.memmap) and os.path.abspath(value.filename) == os.path.abspath(target):
+                value.flush()  # already streamed there
+                continue
+            tmp = target + ".tmp.npy"
+            np.save(tmp, value)
+            os.replace(tmp, target)
+        with open(os.path.join(path, "meta.json.tmp"), "w") as fh:
+            fh.write(meta)
+        os.replace(os.path.join(path, "meta.json.tmp"), os.path.join(path, "meta.json"))
+        return path
+
+
+def load(path, mmap=False):
+    """Load a result written by SampleResult.save (or streamed by pymf.sample)."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        with open(os.path.join(path, "meta.json")) as fh:
+            meta = json.load(fh)
+
+        def get(name):
+            file = os.path.join(path, name + ".npy")
+            if not os.path.exists(file):
+                return None
+            return np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
+    else:
+        archive = np.load(path, allow_pickle=False)
+        meta = json.loads(str(archive["meta"]))
+
+        def get(name):
+            return archive[name] if name in archive.files else None
+    n_kept = meta["n_kept"]
+    values = {name: get(name) for name in _ARRAYS}
+    for name in ("W_samples", "H_samples", "sample_iterations"):
+        if values[name] is not None:
+            values[name] = values[name][:n_kept]
+    trace = {key: np.asarray(get("trace_" + key)) for key in meta["trace_keys"]}
+    return SampleResult(values["W_mean"], values["H_mean"], values["W_samples"],
+                        values["H_samples"], values["sample_iterations"], trace, meta["params"],
+                        n_kept, meta.get("interrupted", False))

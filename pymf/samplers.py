@@ -1,0 +1,179 @@
+"""Sampler objects: what to run, not how (pymf.sampling runs them).
+
+LD     Langevin dynamics, full gradient, usually a constant step.
+SGLD   stochastic gradient LD, minibatch of entries drawn with replacement, scaled N/|Omega|.
+PSGLD  parallel SGLD (Simsekli et al. 2015): B x B block grid, one part per iteration,
+       its B blocks updated in parallel, gradient scaled N/|Pi_t|.
+
+Step sizes: a float (constant) or PolynomialDecay(a, b): eps_t = (a / t) ** b.
+"""
+import math
+import numbers
+
+import numpy as np
+
+
+class ConstantStep:
+    def __init__(self, value):
+        value = float(value)
+        if not (value > 0 and math.isfinite(value)):
+            raise ValueError(f"the step size must be positive and finite, got {value}")
+        self.value = value
+
+    def __call__(self, t):
+        return np.full(np.shape(t), self.value, dtype=np.float64)
+
+    def params(self):
+        return {"kind": "constant", "value": self.value}
+
+    def __repr__(self):
+        return f"{self.value}"
+
+
+class PolynomialDecay:
+    """eps_t = (a / t) ** b for t = 1, 2, ... (b in (0.5, 1] satisfies the Robbins-Monro
+    conditions sum eps = inf, sum eps^2 < inf)."""
+
+    def __init__(self, a, b=0.51):
+        a, b = float(a), float(b)
+        if not (a > 0 and math.isfinite(a)):
+            raise ValueError(f"PolynomialDecay: a must be positive and finite, got {a}")
+        if not (0.5 < b <= 1.0):
+            raise ValueError(f"PolynomialDecay: b must be in (0.5, 1], got {b}")
+        self.a, self.b = a, b
+
+    def __call__(self, t):
+        t = np.asarray(t, dtype=np.float64)
+        return (self.a / t) ** self.b
+
+    def params(self):
+        return {"kind": "polynomial", "a": self.a, "b": self.b}
+
+    def __repr__(self):
+        return f"PolynomialDecay(a={self.a}, b={self.b})"
+
+
+def as_step_size(step_size):
+    if isinstance(step_size, (ConstantStep, PolynomialDecay)):
+        return step_size
+    if isinstance(step_size, numbers.Real) and not isinstance(step_size, bool):
+        return ConstantStep(step_size)
+    raise ValueError(f"step_size must be a positive float or a PolynomialDecay, got {step_size!r}")
+
+
+def step_size_from_params(params):
+    if params["kind"] == "constant":
+        return ConstantStep(params["value"])
+    return PolynomialDecay(params["a"], params["b"])
+
+
+def _check_threads(n_threads):
+    if n_threads is None:
+        return 0
+    if isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral) or n_threads < 1:
+        raise ValueError(f"n_threads must be a positive integer or None, got {n_threads!r}")
+    return int(n_threads)
+
+
+def _check_blocks(blocks, name="blocks"):
+    if isinstance(blocks, bool) or not isinstance(blocks, numbers.Integral) or blocks < 1:
+        raise ValueError(f"{name} must be a positive integer, got {blocks!r}")
+    return int(blocks)
+
+
+class _Langevin:
+    """What LD, SGLD and PSGLD share: a step size, threads and a block grid."""
+    kind = None
+
+    def __init__(self, step_size, blocks, n_threads, permute):
+        self.step_size = as_step_size(step_size)
+        self.blocks = None if blocks is None else _check_blocks(blocks)
+        self.n_threads = _check_threads(n_threads)
+        self.permute = bool(permute)
+
+    def grid_blocks(self, shape):
+        """B for this data: PSGLD's B is the user's; LD/SGLD use the grid only to cut the
+        work into pieces (at most 16)."""
+        if self.blocks is not None:
+            return self.blocks
+        return max(1, min(16, shape[0], shape[1]))
+
+    def batch_size(self, n_observed):
+        return 0
+
+    def params(self):
+        return {"sampler": self.kind, "step_size": self.step_size.params(),
+                "blocks": self.blocks, "permute": self.permute}
+
+
+class LD(_Langevin):
+    """Langevin dynamics: the full likelihood gradient at every iteration."""
+    kind = "ld"
+
+    def __init__(self, step_size=1e-3, n_threads=None, blocks=None):
+        super().__init__(step_size, blocks, n_threads, permute=False)
+
+    def __repr__(self):
+        return f"LD(step_size={self.step_size!r})"
+
+
+class SGLD(_Langevin):
+    """Stochastic gradient LD: batch_size entries drawn with replacement per iteration.
+
+    batch_size: an int, or a float in (0, 1] meaning that fraction of the N entries
+    (the paper's setting is N / 32)."""
+    kind = "sgld"
+
+    def __init__(self, step_size=1e-3, batch_size=1.0 / 32, n_threads=None, blocks=None):
+        super().__init__(step_size, blocks, n_threads, permute=False)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Real):
+            raise ValueError(f"batch_size must be an int or a fraction, got {batch_size!r}")
+        if isinstance(batch_size, numbers.Integral):
+            if batch_size < 1:
+                raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        elif not 0.0 < batch_size <= 1.0:
+            raise ValueError(f"a fractional batch_size must be in (0, 1], got {batch_size}")
+        self._batch = batch_size
+
+    def batch_size(self, n_observed):
+        if isinstance(self._batch, numbers.Integral):
+            return int(self._batch)
+        return max(1, int(round(self._batch * n_observed)))
+
+    def params(self):
+        out = super().params()
+        out["batch_size"] = self._batch
+        return out
+
+    def __repr__(self):
+        return f"SGLD(step_size={self.step_size!r}, batch_size={self._batch})"
+
+
+class PSGLD(_Langevin):
+    """Parallel SGLD on a B x B block grid.
+
+    blocks:     B (rows and columns are each cut into B pieces).
+    part_order: "cyclic" (part (t-1) mod B) or "random" (part p with probability |Pi_p|/N).
+    permute:    shuffle rows and columns (seeded) before cutting, to balance sparse blocks.
+    backend:    "cpu" (OpenMP) or "cuda" (pymf.gpu; an error where no GPU is usable).
+    """
+    kind = "psgld"
+
+    def __init__(self, blocks, step_size=1e-3, part_order="cyclic", permute=False,
+                 n_threads=None, backend="cpu"):
+        super().__init__(step_size, _check_blocks(blocks), n_threads, permute)
+        if part_order not in ("cyclic", "random"):
+            raise ValueError(f"part_order must be 'cyclic' or 'random', got {part_order!r}")
+        if backend not in ("cpu", "cuda"):
+            raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
+        self.part_order = part_order
+        self.backend = backend
+
+    def params(self):
+        out = super().params()
+        out.update(part_order=self.part_order, backend=self.backend)
+        return out
+
+    def __repr__(self):
+        return (f"PSGLD(blocks={self.blocks}, step_size={self.step_size!r}, "
+                f"part_order={self.part_order!r})")
