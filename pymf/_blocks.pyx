@@ -35,7 +35,7 @@ cdef class BlockedData:
         return check(&err)
 
     @staticmethod
-    def from_dense(double[:, ::1] V, int n_blocks, bint permute=False, unsigned long seed=0):
+    def from_dense(const double[:, ::1] V, int n_blocks, bint permute=False, unsigned long seed=0):
         cdef BlockedData self = BlockedData.__new__(BlockedData)
         cdef pymf_error err
         self._init_grid(V.shape[0], V.shape[1], n_blocks, permute, seed)
@@ -47,7 +47,7 @@ cdef class BlockedData:
         return self
 
     @staticmethod
-    def from_sparse(int64_t[::1] rows, int64_t[::1] cols, double[::1] vals, shape,
+    def from_sparse(const int64_t[::1] rows, const int64_t[::1] cols, const double[::1] vals, shape,
                     int n_blocks, bint permute=False, unsigned long seed=0):
         cdef BlockedData self = BlockedData.__new__(BlockedData)
         cdef pymf_error err

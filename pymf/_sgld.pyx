@@ -62,7 +62,7 @@ cdef class LangevinChain:
     def __dealloc__(self):
         pymf_langevin_destroy(self.chain)
 
-    def set_state(self, double[:, ::1] W, double[:, ::1] Ht, int64_t t=0):
+    def set_state(self, const double[:, ::1] W, const double[:, ::1] Ht, int64_t t=0):
         cdef pymf_error err
         if W.shape[0] != self.data.grid.n_rows or W.shape[1] != self.rank:
             raise ValueError(f"W must be {self.data.grid.n_rows} x {self.rank}")
@@ -91,7 +91,7 @@ cdef class LangevinChain:
     def set_threads(self, int n_threads):
         pymf_langevin_set_threads(self.chain, n_threads)
 
-    def run(self, double[::1] step_sizes):
+    def run(self, const double[::1] step_sizes):
         """Runs len(step_sizes) iterations; raises DivergenceError keeping the last finite state."""
         cdef pymf_error err
         cdef int64_t n = step_sizes.shape[0]

@@ -55,7 +55,7 @@ cdef pymf_tweedie _likelihood(int rank, double beta, double phi) except *:
     return lik
 
 
-def loglik(BlockedData data, double[:, ::1] W, double[:, ::1] Ht, double beta, double phi,
+def loglik(BlockedData data, const double[:, ::1] W, const double[:, ::1] Ht, double beta, double phi,
            int n_threads=0):
     """-sum d_beta / phi over the observed entries; W (I x K) and Ht (J x K) in grid order."""
     cdef pymf_tweedie lik = _likelihood(W.shape[1], beta, phi)
@@ -69,7 +69,7 @@ def loglik(BlockedData data, double[:, ::1] W, double[:, ::1] Ht, double beta, d
     return out
 
 
-def gradient(BlockedData data, double[:, ::1] W, double[:, ::1] Ht, double beta, double phi,
+def gradient(BlockedData data, const double[:, ::1] W, const double[:, ::1] Ht, double beta, double phi,
              int n_threads=0):
     """Full likelihood gradient (gW, gHt) in grid order."""
     cdef pymf_tweedie lik = _likelihood(W.shape[1], beta, phi)
@@ -87,7 +87,8 @@ def gradient(BlockedData data, double[:, ::1] W, double[:, ::1] Ht, double beta,
     return gW, gHt
 
 
-def predict_entries(double[:, ::1] W, double[:, ::1] Ht, int64_t[::1] rows, int64_t[::1] cols):
+def predict_entries(const double[:, ::1] W, const double[:, ::1] Ht, const int64_t[::1] rows,
+                    const int64_t[::1] cols):
     """<W[rows[e]], Ht[cols[e]]> for each entry (indices must be in range)."""
     if rows.shape[0] != cols.shape[0]:
         raise ValueError("rows and cols must have the same length")
@@ -103,7 +104,7 @@ def predict_entries(double[:, ::1] W, double[:, ::1] Ht, int64_t[::1] rows, int6
     return out
 
 
-cdef _check_factor_shapes(BlockedData data, double[:, ::1] W, double[:, ::1] Ht):
+cdef _check_factor_shapes(BlockedData data, const double[:, ::1] W, const double[:, ::1] Ht):
     if W.shape[0] != data.grid.n_rows or Ht.shape[0] != data.grid.n_cols:
         raise ValueError(f"W must have {data.grid.n_rows} rows and Ht {data.grid.n_cols} rows")
     if W.shape[1] != Ht.shape[1]:

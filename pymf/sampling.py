@@ -72,7 +72,9 @@ class _Run:
     """The state of one call of sample(): chain, accumulators, trace, sample storage."""
 
     def __init__(self, model, observed, sampler, n_samples, burnin, thin, seed, init, test,
-                 trace_every, sample_dir, keep_samples, checkpoint, checkpoint_every):
+                 trace_every, sample_dir, keep_samples, checkpoint, checkpoint_every,
+                 resuming=False):
+        self.resuming = resuming
         self.model, self.observed, self.sampler = model, observed, sampler
         self.n_samples, self.burnin, self.thin = n_samples, burnin, thin
         self.total = burnin + n_samples
@@ -147,6 +149,17 @@ class _Run:
         os.makedirs(self.sample_dir, exist_ok=True)
         open_memmap = np.lib.format.open_memmap
         paths = [os.path.join(self.sample_dir, name) for name in ("W_samples.npy", "H_samples.npy")]
+        if self.resuming:
+            # the interrupted run's streamed samples: reopen, never truncate
+            for path in paths:
+                if not os.path.exists(path):
+                    raise ValueError(f"resuming from a checkpoint, but the streamed samples "
+                                     f"{path!r} are missing")
+            self.W_samples = open_memmap(paths[0], mode="r+")
+            self.H_samples = open_memmap(paths[1], mode="r+")
+            if self.W_samples.shape != shape_w or self.H_samples.shape != shape_h:
+                raise ValueError(f"the streamed samples in {self.sample_dir!r} do not match this run")
+            return
         self.W_samples = open_memmap(paths[0], mode="w+", dtype=np.float64, shape=shape_w)
         self.H_samples = open_memmap(paths[1], mode="w+", dtype=np.float64, shape=shape_h)
 
@@ -271,11 +284,6 @@ class _Run:
             if self.W_samples is not None and self.sample_dir is None:
                 self.W_samples[: self.n_kept] = ck["W_samples"]
                 self.H_samples[: self.n_kept] = ck["H_samples"]
-            elif self.W_samples is not None:
-                # streamed samples: reopen the files the interrupted run wrote
-                open_memmap = np.lib.format.open_memmap
-                self.W_samples = open_memmap(os.path.join(self.sample_dir, "W_samples.npy"), mode="r+")
-                self.H_samples = open_memmap(os.path.join(self.sample_dir, "H_samples.npy"), mode="r+")
 
 
 def _check_init(init, shape, rank, model):
@@ -340,9 +348,10 @@ def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, init=None,
         checkpoint_every = max(1, total // 10)
     checkpoint_every = _check_count(checkpoint_every, "checkpoint_every", 1)
 
+    resuming = checkpoint is not None and os.path.exists(checkpoint)
     run = _Run(model, observed, sampler, n_samples, burnin, thin, seed, init, test, trace_every,
-               sample_dir, keep_samples, checkpoint, checkpoint_every)
-    if checkpoint is not None and os.path.exists(checkpoint):
+               sample_dir, keep_samples, checkpoint, checkpoint_every, resuming)
+    if resuming:
         run.restore_checkpoint()
     t = run.chain.iteration
     if t == 0:

@@ -1,0 +1,137 @@
+"""Bad input gives a ValueError that names the problem; divergence a DivergenceError."""
+import numpy as np
+import pytest
+
+import pymf
+
+V_OK = np.abs(np.random.default_rng(0).normal(size=(12, 10))) + 0.1
+MODEL = pymf.TweedieNMF(3)
+PSGLD = pymf.PSGLD(blocks=2, step_size=1e-3)
+
+
+def run(data=V_OK, model=MODEL, sampler=PSGLD, **kwargs):
+    kwargs.setdefault("n_samples", 5)
+    return pymf.sample(model, data, sampler, **kwargs)
+
+
+@pytest.mark.parametrize("bad, message", [(np.nan, "NaN or inf"), (np.inf, "NaN or inf")])
+def test_non_finite_dense_data(bad, message):
+    V = V_OK.copy()
+    V[3, 4] = bad
+    with pytest.raises(ValueError, match=message):
+        run(V)
+
+
+def test_non_finite_ratings():
+    with pytest.raises(ValueError, match="NaN or inf"):
+        pymf.Ratings([0, 1], [0, 1], [1.0, np.nan])
+
+
+def test_negative_data_for_non_negative_model():
+    V = V_OK.copy()
+    V[0, 0] = -1.0
+    with pytest.raises(ValueError, match="negative values"):
+        run(V)
+
+
+def test_zero_data_for_gamma_likelihood():
+    V = V_OK.copy()
+    V[1, 1] = 0.0
+    with pytest.raises(ValueError, match="strictly positive"):
+        run(V, pymf.TweedieNMF(3, beta=0.0))
+
+
+@pytest.mark.parametrize("shape", [(5,), (2, 3, 4), (0, 4)])
+def test_wrong_shapes(shape):
+    with pytest.raises(ValueError, match="2-D|empty"):
+        run(np.ones(shape))
+
+
+@pytest.mark.parametrize("rank", [0, -2, 1.5, True])
+def test_rank_must_be_positive_integer(rank):
+    with pytest.raises(ValueError, match="rank"):
+        pymf.TweedieNMF(rank)
+
+
+def test_blocks_larger_than_matrix():
+    with pytest.raises(ValueError, match="blocks=13 is larger than the matrix"):
+        run(sampler=pymf.PSGLD(blocks=13, step_size=1e-3))
+
+
+@pytest.mark.parametrize("rows, cols, message", [
+    ([0, 12], [0, 1], "row index 12 is out of range"),
+    ([0, 1], [0, 10], "column index 10 is out of range"),
+    ([0, -1], [0, 1], "negative index"),
+    ([2, 2], [3, 3], "duplicate entry"),
+    ([0.5, 1], [0, 1], "integer"),
+])
+def test_bad_sparse_indices(rows, cols, message):
+    with pytest.raises(ValueError, match=message):
+        pymf.Ratings(rows, cols, [1.0, 2.0], shape=(12, 10))
+
+
+@pytest.mark.parametrize("step", [0.0, -1e-3, np.nan, np.inf])
+def test_non_positive_step_size(step):
+    with pytest.raises(ValueError, match="step size"):
+        pymf.PSGLD(blocks=2, step_size=step)
+
+
+def test_polynomial_decay_exponent():
+    with pytest.raises(ValueError, match=r"b must be in \(0.5, 1\]"):
+        pymf.PolynomialDecay(0.01, 0.4)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(beta=1.0, prior="gaussian"), "only beta = 2"),
+    (dict(phi=0.0), "phi"),
+    (dict(lam_w=-1.0), "lam_w"),
+    (dict(prior="laplace"), "prior"),
+])
+def test_bad_model_parameters(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        pymf.TweedieNMF(3, **kwargs)
+
+
+def test_bad_run_settings():
+    with pytest.raises(ValueError, match="n_samples"):
+        run(n_samples=0)
+    with pytest.raises(ValueError, match="thin"):
+        run(n_samples=5, thin=6)
+    with pytest.raises(ValueError, match="seed"):
+        run(seed=-1)
+    with pytest.raises(ValueError, match="init"):
+        run(init=(np.ones((12, 2)), np.ones((3, 10))))
+    with pytest.raises(ValueError, match="non-negative"):
+        run(init=(-np.ones((12, 3)), np.ones((3, 10))))
+    with pytest.raises(ValueError, match="test set"):
+        run(test=pymf.Ratings([0], [0], [1.0], shape=(3, 3)))
+
+
+def test_gpu_backend_without_gpu_is_a_clear_error():
+    from pymf import gpu
+    if gpu.available() is True:
+        pytest.skip("a usable GPU is present")
+    with pytest.raises(RuntimeError, match="backend='cuda'"):
+        run(sampler=pymf.PSGLD(blocks=2, step_size=1e-3, backend="cuda"))
+
+
+@pytest.mark.parametrize("sampler", [pymf.PSGLD(blocks=2, step_size=1e6), pymf.LD(step_size=1e6),
+                                     pymf.SGLD(step_size=1e6)])
+def test_divergence_names_iteration_and_keeps_last_finite_state(sampler):
+    with pytest.raises(pymf.DivergenceError, match="diverged at iteration") as info:
+        run(sampler=sampler, n_samples=500)
+    err = info.value
+    assert err.iteration >= 1
+    assert np.all(np.isfinite(err.W)) and np.all(np.isfinite(err.H))
+    assert err.result is not None and err.result.n_kept == err.iteration - 1
+
+
+def test_divergence_leaves_a_usable_checkpoint(tmp_path):
+    """Checkpoints only ever hold finite states: after a divergence the last one is intact."""
+    path = tmp_path / "ck.npz"
+    with pytest.raises(pymf.DivergenceError) as info:
+        run(sampler=pymf.PSGLD(blocks=2, step_size=1e6), n_samples=500, checkpoint=path,
+            checkpoint_every=1)
+    with np.load(path) as ck:
+        assert int(ck["t"]) == info.value.iteration - 1
+        assert np.all(np.isfinite(ck["W_grid"])) and np.all(np.isfinite(ck["Ht_grid"]))

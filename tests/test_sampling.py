@@ -1,0 +1,176 @@
+"""The sample() driver: determinism, checkpoint/resume, Ctrl-C, streaming, save/load."""
+import os
+
+import numpy as np
+import pytest
+import scipy.sparse
+
+import pymf
+
+SAMPLERS = {
+    "ld": lambda threads: pymf.LD(step_size=1e-4, n_threads=threads, blocks=4),
+    "sgld": lambda threads: pymf.SGLD(step_size=1e-4, batch_size=0.25, n_threads=threads, blocks=4),
+    "psgld": lambda threads: pymf.PSGLD(blocks=4, step_size=pymf.PolynomialDecay(1e-3, 0.51),
+                                        n_threads=threads),
+    "psgld-random-permuted": lambda threads: pymf.PSGLD(
+        blocks=5, step_size=2e-4, part_order="random", permute=True, n_threads=threads),
+}
+
+
+@pytest.fixture(scope="module")
+def poisson_data():
+    V, _, _ = pymf.datasets.make_tweedie_nmf(60, 45, 4, beta=1.0, seed=3)
+    return V
+
+
+def sparse_version(V, keep=0.6, seed=0):
+    mask = np.random.default_rng(seed).random(V.shape) < keep
+    rows, cols = np.nonzero(mask)
+    return pymf.Ratings(rows, cols, V[mask], shape=V.shape)
+
+
+@pytest.mark.parametrize("kind", sorted(SAMPLERS))
+@pytest.mark.parametrize("sparse", [False, True])
+def test_bit_identical_for_one_and_two_threads(poisson_data, kind, sparse):
+    data = sparse_version(poisson_data) if sparse else poisson_data
+    model = pymf.TweedieNMF(4, beta=1.0)
+    runs = [pymf.sample(model, data, SAMPLERS[kind](threads), n_samples=60, thin=3, seed=11)
+            for threads in (1, 2)]
+    assert np.array_equal(runs[0].W_samples, runs[1].W_samples)
+    assert np.array_equal(runs[0].H_samples, runs[1].H_samples)
+    assert np.array_equal(runs[0].trace["loglik"], runs[1].trace["loglik"])
+    # and the chain moved (a frozen chain would pass the equality trivially)
+    assert not np.allclose(runs[0].W_samples[0], runs[0].W_samples[-1])
+
+
+def test_same_seed_same_chain_other_seed_other_chain(poisson_data):
+    model = pymf.TweedieNMF(4)
+    sampler = SAMPLERS["psgld"](None)
+    a = pymf.sample(model, poisson_data, sampler, n_samples=20, seed=5)
+    b = pymf.sample(model, poisson_data, sampler, n_samples=20, seed=5)
+    c = pymf.sample(model, poisson_data, sampler, n_samples=20, seed=6)
+    assert np.array_equal(a.W_samples, b.W_samples)
+    assert not np.allclose(a.W_samples, c.W_samples)
+
+
+def test_dense_ratings_and_scipy_inputs_agree(poisson_data):
+    """A fully observed matrix as an array, as Ratings, or as scipy.sparse is the same data."""
+    model = pymf.TweedieNMF(4)
+    sampler = SAMPLERS["psgld"](None)
+    dense = pymf.sample(model, poisson_data, sampler, n_samples=10, seed=1)
+    ratings = pymf.sample(model, pymf.Ratings.from_dense(poisson_data), sampler, n_samples=10, seed=1)
+    matrix = scipy.sparse.coo_matrix(poisson_data)
+    # scipy drops zeros: only stored entries are observed, so compare with the same Ratings
+    nonzero = pymf.Ratings.from_scipy(matrix)
+    from_scipy = pymf.sample(model, matrix, sampler, n_samples=10, seed=1)
+    from_ratings = pymf.sample(model, nonzero, sampler, n_samples=10, seed=1)
+    np.testing.assert_allclose(dense.W_samples, ratings.W_samples, rtol=1e-9)
+    assert np.array_equal(from_scipy.W_samples, from_ratings.W_samples)
+
+
+def _interrupt_at(iteration):
+    def callback(info):
+        if info["iteration"] >= iteration:
+            raise KeyboardInterrupt
+    return callback
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_checkpoint_resume_equals_uninterrupted_run(poisson_data, tmp_path, stream):
+    model = pymf.TweedieNMF(4)
+    sampler = SAMPLERS["psgld-random-permuted"](None)
+    test = sparse_version(poisson_data, keep=0.1, seed=9)
+    settings = dict(n_samples=120, burnin=30, thin=4, seed=21, test=test, trace_every=10)
+    full = pymf.sample(model, poisson_data, sampler, **settings)
+    checkpoint = tmp_path / "run.npz"
+    sample_dir = str(tmp_path / "samples") if stream else None
+    with pytest.warns(RuntimeWarning, match="interrupted"):
+        partial = pymf.sample(model, poisson_data, sampler, checkpoint=checkpoint,
+                              checkpoint_every=1000, sample_dir=sample_dir,
+                              callback=_interrupt_at(70), **settings)
+    assert partial.interrupted and 0 < partial.n_kept < full.n_kept
+    assert np.array_equal(partial.W_samples[: partial.n_kept], full.W_samples[: partial.n_kept])
+    resumed = pymf.sample(model, poisson_data, sampler, checkpoint=checkpoint,
+                          sample_dir=sample_dir, **settings)
+    assert not resumed.interrupted
+    assert np.array_equal(np.asarray(resumed.W_samples), full.W_samples)
+    assert np.array_equal(np.asarray(resumed.H_samples), full.H_samples)
+    assert np.array_equal(resumed.W_mean, full.W_mean)
+    for key in ("iteration", "loglik", "logpost", "test_rmse", "test_rmse_sample"):
+        assert np.array_equal(resumed.trace[key], full.trace[key]), key
+
+
+def test_checkpoint_of_another_run_is_refused(poisson_data, tmp_path):
+    model = pymf.TweedieNMF(4)
+    checkpoint = tmp_path / "run.npz"
+    pymf.sample(model, poisson_data, SAMPLERS["psgld"](None), n_samples=10, checkpoint=checkpoint)
+    with pytest.raises(ValueError, match="different run"):
+        pymf.sample(model, poisson_data, SAMPLERS["psgld"](None), n_samples=10, seed=99,
+                    checkpoint=checkpoint)
+
+
+def test_ctrl_c_keeps_samples_so_far(poisson_data):
+    model = pymf.TweedieNMF(4)
+    with pytest.warns(RuntimeWarning, match="interrupted"):
+        res = pymf.sample(model, poisson_data, SAMPLERS["psgld"](None), n_samples=100, thin=5,
+                          trace_every=5, callback=_interrupt_at(50))
+    assert res.interrupted
+    assert res.n_kept == 10
+    assert res.W_samples.shape[0] == 100 // 5  # preallocated; the first n_kept are filled
+    np.testing.assert_allclose(res.W_mean, res.W_samples[:10].mean(axis=0))
+
+
+@pytest.mark.parametrize("suffix", ["", ".npz"])
+def test_save_load_round_trip(poisson_data, tmp_path, suffix):
+    model = pymf.TweedieNMF(4)
+    res = pymf.sample(model, poisson_data, SAMPLERS["psgld"](None), n_samples=30, thin=3, seed=4)
+    path = res.save(str(tmp_path / ("result" + suffix)))
+    back = pymf.load(path)
+    assert back.n_kept == res.n_kept == 10
+    for name in ("W_mean", "H_mean", "W_samples", "H_samples", "sample_iterations"):
+        assert np.array_equal(getattr(back, name), getattr(res, name)), name
+    for key in res.trace:
+        assert np.array_equal(back.trace[key], res.trace[key])
+    assert back.params == res.params
+    rows, cols = np.array([0, 5, 59]), np.array([1, 44, 0])
+    np.testing.assert_allclose(back.predict(rows, cols), res.predict(rows, cols))
+
+
+def test_streamed_samples_are_on_disk(poisson_data, tmp_path):
+    model = pymf.TweedieNMF(4)
+    out = tmp_path / "stream"
+    res = pymf.sample(model, poisson_data, SAMPLERS["psgld"](None), n_samples=20, thin=2,
+                      sample_dir=str(out))
+    assert isinstance(res.W_samples, np.memmap)
+    res.save(str(out))
+    back = pymf.load(str(out), mmap=True)
+    assert np.array_equal(np.asarray(back.W_samples), np.asarray(res.W_samples))
+
+
+def test_predict_is_the_posterior_mean_of_wh(poisson_data):
+    model = pymf.TweedieNMF(4)
+    res = pymf.sample(model, poisson_data, SAMPLERS["psgld"](None), n_samples=20, thin=2)
+    rows, cols = np.array([0, 3, 7]), np.array([2, 2, 40])
+    expected = np.mean([(W @ H)[rows, cols] for W, H in zip(res.W_samples, res.H_samples)], axis=0)
+    mean, std = res.predict(rows, cols, return_std=True)
+    np.testing.assert_allclose(mean, expected, rtol=1e-12)
+    assert np.all(std > 0)
+    with pytest.raises(ValueError, match="row indices"):
+        res.predict([60], [0])
+
+
+def test_trace_contents(poisson_data):
+    model = pymf.TweedieNMF(4)
+    test = sparse_version(poisson_data, keep=0.1)
+    res = pymf.sample(model, poisson_data, SAMPLERS["psgld"](None), n_samples=50, thin=5,
+                      trace_every=10, test=test)
+    assert list(res.trace["iteration"]) == [0, 10, 20, 30, 40, 50]
+    assert np.all(np.diff(res.trace["time"]) >= 0)
+    # the trace's log-likelihood is the Tweedie one of the final state
+    W, H = res.W_samples[-1], res.H_samples[-1]
+    mu = W @ H
+    V = poisson_data
+    expected = -np.sum(np.where(V > 0, V * np.log(np.where(V > 0, V, 1) / mu), 0) - V + mu)
+    np.testing.assert_allclose(res.trace["loglik"][-1], expected, rtol=1e-10)
+    rmse = np.sqrt(np.mean((mu[test.rows, test.cols] - test.values) ** 2))
+    np.testing.assert_allclose(res.trace["test_rmse_sample"][-1], rmse, rtol=1e-10)
