@@ -16,7 +16,10 @@ include_dirs = [os.path.join("core", "include"), numpy.get_include()]
 
 # -std=c99 also turns off floating-point contraction (no silent FMA), which keeps a chain
 # bit-identical between the scalar and the vector code paths of different machines.
-c_flags = ["-std=c99", "-O3", "-fPIC", "-fopenmp", "-Wall", "-Wno-unknown-pragmas"]
+# -fno-math-errno and -fno-trapping-math change no computed value; they let the compiler
+# vectorise sqrt and floating-point selects (the Gaussian noise loops, core/src/philox.c).
+c_flags = ["-std=c99", "-O3", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-fopenmp", "-Wall",
+           "-Wno-unknown-pragmas"]
 if os.environ.get("PYMF_NATIVE") == "1":
     c_flags.append("-march=native")
 

@@ -25,6 +25,8 @@ cdef extern from "pymf/philox.h" nogil:
     void pymf_philox4x32_10(const uint32_t ctr_in[4], const uint32_t key_in[2], uint32_t out[4])
     void pymf_noise_row(uint64_t seed, uint32_t stream, uint64_t t, uint32_t row, int rank,
                         double *out)
+    void pymf_noise_rows(uint64_t seed, uint32_t stream, uint64_t t, uint32_t first_row,
+                         uint32_t n_rows, int rank, double *out)
     uint32_t PYMF_STREAM_W
     uint32_t PYMF_STREAM_H
 

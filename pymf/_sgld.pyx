@@ -10,7 +10,7 @@ from pymf._core cimport (PYMF_LD, PYMF_PARTS_CYCLIC, PYMF_PARTS_RANDOM, PYMF_PRI
                          pymf_langevin_config, pymf_langevin_create, pymf_langevin_destroy,
                          pymf_langevin_get_state, pymf_langevin_loglik, pymf_langevin_part,
                          pymf_langevin_run, pymf_langevin_set_state, pymf_langevin_set_threads,
-                         pymf_nmf_model, pymf_noise_row, pymf_philox4x32_10,
+                         pymf_nmf_model, pymf_noise_row, pymf_noise_rows, pymf_philox4x32_10,
                          pymf_sgld_minibatch, pymf_stream_seed)
 from pymf._status cimport check
 
@@ -119,7 +119,20 @@ cdef class LangevinChain:
 def noise(uint64_t seed, uint32_t stream, uint64_t t, uint32_t first_row, uint32_t n_rows,
           int rank):
     """The standard Gaussians the samplers add at iteration t to rows
-    first_row .. first_row + n_rows - 1 of W (stream STREAM_W) or of H^T (STREAM_H)."""
+    first_row .. first_row + n_rows - 1 of W (stream STREAM_W) or of H^T (STREAM_H)
+    (the vectorised CPU generator the samplers use)."""
+    out = np.empty((n_rows, rank))
+    cdef double[:, ::1] o = out
+    if n_rows > 0:
+        with nogil:
+            pymf_noise_rows(seed, stream, t, first_row, n_rows, rank, &o[0, 0])
+    return out
+
+
+def noise_scalar(uint64_t seed, uint32_t stream, uint64_t t, uint32_t first_row,
+                 uint32_t n_rows, int rank):
+    """The same Gaussians, one Philox call at a time (the per-entry path the GPU kernels
+    use); equal to noise() bit for bit."""
     out = np.empty((n_rows, rank))
     cdef double[:, ::1] o = out
     cdef uint32_t r

@@ -9,6 +9,9 @@
 #include "pymf/philox.h"
 #include "pymf/rng.h"
 
+/* doubles of Langevin noise generated per call of pymf_noise_rows */
+#define PYMF_NOISE_TILE 512
+
 struct pymf_langevin {
     pymf_nmf_model model;
     const pymf_blocked_data *data;
@@ -151,6 +154,7 @@ int pymf_langevin_part(const pymf_langevin *s, int64_t t)
 /* The Langevin move of rows [r0, r1) of one factor matrix (row-major, K columns):
  * next = cur + eps * (grad + prior gradient) + sqrt(2 eps) z, mirrored for the exponential
  * prior. Returns 0 if any new value is not finite. */
+PYMF_VECTOR_CLONES
 static int langevin_rows(const pymf_langevin *s, const double *cur, const double *grad,
                          double *next, int64_t r0, int64_t r1, double eps, double lam,
                          uint32_t stream, int64_t t)
@@ -159,27 +163,32 @@ static int langevin_rows(const pymf_langevin *s, const double *cur, const double
     const double noise_sd = sqrt(2.0 * eps);
     const int exponential = s->model.prior == PYMF_PRIOR_EXPONENTIAL;
     int finite = 1;
-    double noise[256];
-    double *noise_row = K <= 256 ? noise : malloc(sizeof(double) * (size_t)K);
-    if (noise_row == NULL)
+    /* the noise of a tile of rows at a time, so that it is generated in vector loops */
+    double tile[PYMF_NOISE_TILE];
+    const int64_t tile_rows = K <= PYMF_NOISE_TILE ? PYMF_NOISE_TILE / K : 1;
+    double *noise = K <= PYMF_NOISE_TILE ? tile : malloc(sizeof(double) * (size_t)K);
+    if (noise == NULL)
         return 0;
-    for (int64_t i = r0; i < r1; ++i) {
-        pymf_noise_row(s->config.noise_seed, stream, (uint64_t)t, (uint32_t)i, K, noise_row);
-        const double *c = cur + i * K, *g = grad + i * K;
-        double *n = next + i * K;
-        for (int k = 0; k < K; ++k) {
-            /* exponential prior: d/dx log(lam e^{-lam x}) = -lam on x >= 0;
-             * Gaussian prior N(0, 1/lam): -lam x */
-            const double prior_grad = exponential ? -lam : -lam * c[k];
-            double x = c[k] + eps * (g[k] + prior_grad) + noise_sd * noise_row[k];
-            if (exponential)
-                x = fabs(x);
-            n[k] = x;
-            finite &= isfinite(x) ? 1 : 0;
+    for (int64_t i0 = r0; i0 < r1; i0 += tile_rows) {
+        const int64_t i1 = i0 + tile_rows < r1 ? i0 + tile_rows : r1;
+        pymf_noise_rows(s->config.noise_seed, stream, (uint64_t)t, (uint32_t)i0,
+                        (uint32_t)(i1 - i0), K, noise);
+        for (int64_t i = i0; i < i1; ++i) {
+            const double *c = cur + i * K, *g = grad + i * K, *z = noise + (i - i0) * K;
+            double *n = next + i * K;
+            for (int k = 0; k < K; ++k) {
+                /* exponential prior: d/dx log(lam e^{-lam x}) = -lam on x >= 0;
+                 * Gaussian prior N(0, 1/lam): -lam x */
+                const double prior_grad = exponential ? -lam : -lam * c[k];
+                double x = c[k] + eps * (g[k] + prior_grad) + noise_sd * z[k];
+                x = exponential ? fabs(x) : x;
+                n[k] = x;
+                finite &= isfinite(x) ? 1 : 0;
+            }
         }
     }
-    if (noise_row != noise)
-        free(noise_row);
+    if (noise != tile)
+        free(noise);
     return finite;
 }
 

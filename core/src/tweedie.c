@@ -15,6 +15,7 @@ pymf_status pymf_tweedie_check(const pymf_tweedie *lik, pymf_error *err)
     return PYMF_OK;
 }
 
+PYMF_VECTOR_CLONES
 void pymf_tweedie_block_grad(const pymf_tweedie *lik, const pymf_blocked_data *data, int b,
                              int c, double scale, const double *W, const double *Ht, double *gW,
                              double *gHt)

@@ -17,6 +17,17 @@
 #define PYMF_HD static inline
 #endif
 
+/* Hot loops are compiled twice, for AVX2 and for the x86-64 baseline, and the loader picks
+ * one at run time (GCC function multi-versioning): speed without -march=native. Both
+ * clones compute the same bits, because nothing is reassociated or contracted into FMA
+ * (-std=c99 turns contraction off). */
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__x86_64__) && \
+    !defined(PYMF_NO_CLONES)
+#define PYMF_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define PYMF_VECTOR_CLONES
+#endif
+
 typedef enum {
     PYMF_OK = 0,
     PYMF_EINVAL = 1,     /* bad argument: ValueError in Python */

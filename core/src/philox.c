@@ -1,0 +1,69 @@
+#include "pymf/philox.h"
+
+#include <string.h>
+
+/* Lanes of Philox counters processed together: the round loop is outside, the lane loop
+ * inside, so each round is a vector multiply-xor over the lanes. */
+#define PYMF_NOISE_LANES 64
+
+static void philox_lanes(int n, uint32_t *c0, uint32_t *c1, uint32_t *c2, uint32_t *c3,
+                         uint32_t k0, uint32_t k1)
+{
+    for (int round = 0; round < 10; ++round) {
+        for (int l = 0; l < n; ++l) {
+            const uint64_t p0 = (uint64_t)PYMF_PHILOX_M0 * (uint64_t)c0[l];
+            const uint64_t p1 = (uint64_t)PYMF_PHILOX_M1 * (uint64_t)c2[l];
+            const uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1[l] ^ k0;
+            const uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3[l] ^ k1;
+            c0[l] = n0;
+            c1[l] = (uint32_t)p1;
+            c2[l] = n2;
+            c3[l] = (uint32_t)p0;
+        }
+        k0 += PYMF_PHILOX_W0;
+        k1 += PYMF_PHILOX_W1;
+    }
+}
+
+PYMF_VECTOR_CLONES
+void pymf_noise_rows(uint64_t seed, uint32_t stream, uint64_t t, uint32_t first_row,
+                     uint32_t n_rows, int rank, double *out)
+{
+    const uint32_t groups = (uint32_t)((rank + 3) / 4);
+    const uint32_t total = groups * n_rows;
+    const uint32_t t_lo = (uint32_t)t, tag = stream | ((uint32_t)(t >> 32) << 8);
+    const uint32_t key0 = (uint32_t)seed, key1 = (uint32_t)(seed >> 32);
+    uint32_t c0[PYMF_NOISE_LANES], c1[PYMF_NOISE_LANES], c2[PYMF_NOISE_LANES], c3[PYMF_NOISE_LANES];
+    double z[4 * PYMF_NOISE_LANES];
+    uint32_t row = first_row, group = 0;
+    for (uint32_t start = 0; start < total; start += PYMF_NOISE_LANES) {
+        const int n = (int)(total - start < PYMF_NOISE_LANES ? total - start : PYMF_NOISE_LANES);
+        uint32_t r = row, g = group;
+        for (int l = 0; l < n; ++l) {
+            c0[l] = g;
+            c1[l] = r;
+            c2[l] = t_lo;
+            c3[l] = tag;
+            if (++g == groups) {
+                g = 0;
+                ++r;
+            }
+        }
+        philox_lanes(n, c0, c1, c2, c3, key0, key1);
+        for (int l = 0; l < n; ++l) {
+            pymf_box_muller(c0[l], c1[l], &z[4 * l], &z[4 * l + 1]);
+            pymf_box_muller(c2[l], c3[l], &z[4 * l + 2], &z[4 * l + 3]);
+        }
+        /* scatter: lane l holds slots 4g..4g+3 of its row; slots >= rank are dropped */
+        for (int l = 0; l < n; ++l) {
+            const int base = 4 * (int)group;
+            double *dst = out + (size_t)(row - first_row) * (size_t)rank;
+            for (int lane = 0; lane < 4 && base + lane < rank; ++lane)
+                dst[base + lane] = z[4 * l + lane];
+            if (++group == groups) {
+                group = 0;
+                ++row;
+            }
+        }
+    }
+}
