@@ -74,7 +74,7 @@ def cmd_sample(args):
         return 2
     wall = time.perf_counter() - started
     result.save(args.out)
-    iterations = int(result.trace["iteration"][-1])
+    iterations = result.iterations
     sampling = float(result.trace["time"][-1])
     summary = {
         "model": model.params(), "sampler": sampler.params(), "shape": list(np.shape(data)),

@@ -25,11 +25,12 @@ class SampleResult:
         test set, "test_rmse" (of the running posterior-mean prediction) and
         "test_rmse_sample" (of the current state).
     params: the model, sampler and run settings.
-    n_kept: the number of kept samples; interrupted: True if Ctrl-C ended the run early.
+    n_kept: the number of kept samples; iterations: the iterations the chain ran (burn-in
+    included); interrupted: True if Ctrl-C ended the run early.
     """
 
     def __init__(self, W_mean, H_mean, W_samples, H_samples, sample_iterations, trace, params,
-                 n_kept, interrupted=False):
+                 n_kept, interrupted=False, iterations=None):
         self.W_mean = W_mean
         self.H_mean = H_mean
         self.W_samples = W_samples
@@ -39,6 +40,9 @@ class SampleResult:
         self.params = params
         self.n_kept = int(n_kept)
         self.interrupted = bool(interrupted)
+        if iterations is None:
+            iterations = int(trace["iteration"][-1]) if len(trace.get("iteration", [])) else 0
+        self.iterations = int(iterations)
 
     def __repr__(self):
         shape = None if self.W_mean is None else (self.W_mean.shape[0], self.H_mean.shape[1])
@@ -88,6 +92,7 @@ class SampleResult:
 
     def _meta(self):
         return {"params": self.params, "n_kept": self.n_kept, "interrupted": self.interrupted,
+                "iterations": self.iterations,
                 "trace_keys": sorted(self.trace), "format": 1}
 
     def save(self, path):
@@ -141,4 +146,4 @@ def load(path, mmap=False):
     trace = {key: np.asarray(get("trace_" + key)) for key in meta["trace_keys"]}
     return SampleResult(values["W_mean"], values["H_mean"], values["W_samples"],
                         values["H_samples"], values["sample_iterations"], trace, meta["params"],
-                        n_kept, meta.get("interrupted", False))
+                        n_kept, meta.get("interrupted", False), meta.get("iterations"))

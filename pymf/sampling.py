@@ -236,7 +236,7 @@ class _Run:
         params["threads"] = self.sampler.n_threads or None
         return SampleResult(W_mean, H_mean, self.W_samples, self.H_samples,
                             self.sample_iterations[: self.n_kept], trace, params, self.n_kept,
-                            interrupted)
+                            interrupted, iterations=self.chain.iteration)
 
     def _fingerprint(self):
         keys = ("model", "sampler", "seed", "n_samples", "burnin", "thin", "shape", "n_observed",

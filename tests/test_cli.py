@@ -61,3 +61,31 @@ def test_bad_cli_input_is_a_clear_error(tmp_path):
     assert out.returncode == 2 and "rank must be a positive integer" in out.stderr
     out = pymf_cli("sample", "--data", str(tmp_path / "missing.npy"), "--out", str(tmp_path / "o"))
     assert out.returncode != 0 and "no such file" in out.stderr
+
+
+def test_sigint_keeps_samples_and_checkpoint(tmp_path):
+    """A real Ctrl-C (SIGINT) during `pymf sample`: the run stops cleanly after the current
+    chunk and writes what it kept, its summary and a checkpoint to resume from."""
+    import signal
+    import time
+    out_dir = tmp_path / "run"
+    env = dict(os.environ, CI="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pymf", "sample", "--rank", "8", "--blocks", "4", "--data", "demo",
+         "--demo-size", "128", "--samples", "5000000", "--thin", "5000", "--step-size", "1e-4",
+         "--checkpoint", "--out", str(out_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + 120
+    while not out_dir.exists() and time.time() < deadline:
+        time.sleep(0.1)  # the CLI makes the output folder just before it starts sampling
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    assert "interrupted" in stderr
+    summary = json.loads((out_dir / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["kept_samples"] > 0
+    result = pymf.load(str(out_dir))
+    assert result.n_kept == summary["kept_samples"] and np.all(np.isfinite(result.W_samples))
+    with np.load(out_dir / "checkpoint.npz") as ck:
+        assert int(ck["t"]) == summary["iterations"]
