@@ -10,10 +10,12 @@ import pytest
 import pymf
 
 
-def pymf_cli(*args, cwd=None):
+def pymf_cli(*args):
+    """`python -m pymf ...` from a neutral folder: run from the repository root, `-m` would
+    import the source tree (which holds no compiled extensions) instead of the install."""
     env = dict(os.environ, CI="1")
     return subprocess.run([sys.executable, "-m", "pymf", *args], capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=300)
+                          env=env, cwd=os.path.dirname(os.path.abspath(__file__)), timeout=300)
 
 
 def test_info_reports_build_facts():
@@ -74,7 +76,7 @@ def test_sigint_keeps_samples_and_checkpoint(tmp_path):
         [sys.executable, "-m", "pymf", "sample", "--rank", "8", "--blocks", "4", "--data", "demo",
          "--demo-size", "128", "--samples", "5000000", "--thin", "5000", "--step-size", "1e-4",
          "--checkpoint", "--out", str(out_dir)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(tmp_path))
     deadline = time.time() + 120
     while not out_dir.exists() and time.time() < deadline:
         time.sleep(0.1)  # the CLI makes the output folder just before it starts sampling
