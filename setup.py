@@ -42,7 +42,7 @@ def binding(name):
     )
 
 
-extensions = [binding(name) for name in ("_status", "_core_info", "_blocks", "_tweedie", "_sgld")]
+extensions = [binding(name) for name in ("_status", "_core_info", "_blocks", "_tweedie", "_sgld", "_sgd", "_gibbs_nmf")]
 
 setup(
     packages=["pymf", "pymf.cuda"],

@@ -8,10 +8,13 @@ __version__ = "0.1.0"
 from pymf import datasets
 from pymf.data import Ratings
 from pymf.errors import DivergenceError
+from pymf.gibbs import Gibbs
 from pymf.models import TweedieNMF
+from pymf.optim import DSGD, SGD, FitResult, fit
 from pymf.result import SampleResult, load
 from pymf.samplers import LD, PSGLD, SGLD, ConstantStep, PolynomialDecay
 from pymf.sampling import sample
 
 __all__ = ["datasets", "Ratings", "DivergenceError", "TweedieNMF", "SampleResult", "load", "LD",
-           "SGLD", "PSGLD", "ConstantStep", "PolynomialDecay", "sample", "__version__"]
+           "SGLD", "PSGLD", "ConstantStep", "PolynomialDecay", "sample", "SGD", "DSGD", "fit",
+           "FitResult", "Gibbs", "__version__"]

@@ -137,3 +137,48 @@ cdef extern from "pymf/sgld.h" nogil:
     pymf_status pymf_langevin_loglik(const pymf_langevin *sampler, double *out, pymf_error *err)
     pymf_status pymf_sgld_minibatch(uint64_t schedule_seed, int64_t t, int64_t n_observed,
                                     int64_t batch_size, int64_t *out, pymf_error *err)
+
+
+cdef extern from "pymf/sgd.h" nogil:
+    ctypedef enum pymf_sgd_kind:
+        PYMF_OPT_SGD
+        PYMF_OPT_DSGD
+
+    ctypedef struct pymf_sgd_config:
+        pymf_sgd_kind kind
+        int64_t batch_size
+        pymf_part_order part_order
+        uint64_t schedule_seed
+        int n_threads
+
+    ctypedef struct pymf_sgd:
+        pass
+
+    pymf_sgd *pymf_sgd_create(const pymf_nmf_model *model, const pymf_blocked_data *data,
+                              const pymf_sgd_config *config, pymf_error *err)
+    void pymf_sgd_destroy(pymf_sgd *opt)
+    pymf_status pymf_sgd_set_state(pymf_sgd *opt, const double *W, const double *Ht, int64_t t,
+                                   pymf_error *err)
+    void pymf_sgd_get_state(const pymf_sgd *opt, double *W, double *Ht, int64_t *t)
+    pymf_status pymf_sgd_run(pymf_sgd *opt, int64_t n_iter, const double *step_sizes,
+                             pymf_error *err)
+    pymf_status pymf_sgd_loglik(const pymf_sgd *opt, double *out, pymf_error *err)
+
+
+cdef extern from "pymf/gibbs_nmf.h" nogil:
+    ctypedef struct pymf_gibbs_config:
+        uint64_t seed
+        int n_threads
+
+    ctypedef struct pymf_gibbs_nmf:
+        pass
+
+    pymf_gibbs_nmf *pymf_gibbs_nmf_create(const pymf_nmf_model *model,
+                                          const pymf_blocked_data *data,
+                                          const pymf_gibbs_config *config, pymf_error *err)
+    void pymf_gibbs_nmf_destroy(pymf_gibbs_nmf *g)
+    pymf_status pymf_gibbs_nmf_set_state(pymf_gibbs_nmf *g, const double *W, const double *Ht,
+                                         int64_t t, pymf_error *err)
+    void pymf_gibbs_nmf_get_state(const pymf_gibbs_nmf *g, double *W, double *Ht, int64_t *t)
+    pymf_status pymf_gibbs_nmf_run(pymf_gibbs_nmf *g, int64_t n_sweeps, pymf_error *err)
+    pymf_status pymf_gibbs_nmf_loglik(const pymf_gibbs_nmf *g, double *out, pymf_error *err)

@@ -1,7 +1,9 @@
-"""The pymf command line: `pymf sample`, `pymf predict`, `pymf info`.
+"""The pymf command line: `pymf sample`, `pymf fit`, `pymf predict`, `pymf info`.
 
     pymf sample --model tweedie --beta 1 --rank 32 --sampler psgld --blocks 32 \
                 --data demo --samples 10000 --out DIR
+    pymf sample --sampler gibbs --data demo --samples 200 --out DIR
+    pymf fit --optimizer dsgd --blocks 8 --epochs 20 --data demo --out DIR
     pymf predict --result DIR --rows 0 1 --cols 5 7
     pymf info
 """
@@ -34,6 +36,19 @@ def _load_data(spec, args):
     return pymf.datasets.load_movielens(spec)
 
 
+def _data_and_model(args):
+    """The training data, an optional held-out split (--test-fraction) and the model."""
+    import pymf
+    data = _load_data(args.data, args)
+    test = None
+    if args.test_fraction > 0:
+        ratings = data if isinstance(data, pymf.Ratings) else pymf.Ratings.from_dense(data)
+        data, test = ratings.split(args.test_fraction, seed=args.seed)
+    model = pymf.TweedieNMF(args.rank, beta=args.beta, phi=args.phi, prior=args.prior,
+                            lam_w=args.lam_w, lam_h=args.lam_h)
+    return data, test, model
+
+
 def _make_sampler(args):
     import pymf
     if args.step_a is not None:
@@ -44,19 +59,16 @@ def _make_sampler(args):
         return pymf.PSGLD(blocks=args.blocks, step_size=step, part_order=args.part_order,
                           permute=args.permute, n_threads=args.threads, backend=args.backend)
     if args.sampler == "sgld":
-        return pymf.SGLD(step_size=step, batch_size=args.batch_size, n_threads=args.threads)
+        batch = int(args.batch_size) if args.batch_size > 1 else args.batch_size
+        return pymf.SGLD(step_size=step, batch_size=batch, n_threads=args.threads)
+    if args.sampler == "gibbs":
+        return pymf.Gibbs(n_threads=args.threads)
     return pymf.LD(step_size=step, n_threads=args.threads)
 
 
 def cmd_sample(args):
     import pymf
-    data = _load_data(args.data, args)
-    test = None
-    if args.test_fraction > 0:
-        ratings = data if isinstance(data, pymf.Ratings) else pymf.Ratings.from_dense(data)
-        data, test = ratings.split(args.test_fraction, seed=args.seed)
-    model = pymf.TweedieNMF(args.rank, beta=args.beta, phi=args.phi, prior=args.prior,
-                            lam_w=args.lam_w, lam_h=args.lam_h)
+    data, test, model = _data_and_model(args)
     sampler = _make_sampler(args)
     os.makedirs(args.out, exist_ok=True)
     checkpoint = os.path.join(args.out, "checkpoint.npz") if args.checkpoint else None
@@ -117,6 +129,37 @@ def _plot_trace(result, path):
     return path
 
 
+def cmd_fit(args):
+    import pymf
+    data, test, model = _data_and_model(args)
+    step = pymf.PolynomialDecay(args.step_a, args.step_b) if args.step_a is not None else args.step_size
+    if args.optimizer == "dsgd":
+        optimizer = pymf.DSGD(blocks=args.blocks, step_size=step, part_order=args.part_order,
+                              permute=args.permute, n_threads=args.threads)
+    else:
+        optimizer = pymf.SGD(step_size=step, n_threads=args.threads)
+    try:
+        result = pymf.fit(model, data, optimizer, n_epochs=args.epochs, seed=args.seed, test=test,
+                          progress=None if not args.no_progress else False)
+    except pymf.DivergenceError as exc:
+        print(f"pymf: error: {exc}", file=sys.stderr)
+        return 2
+    os.makedirs(args.out, exist_ok=True)
+    result.save(os.path.join(args.out, "fit.npz"))
+    summary = {"model": model.params(), "optimizer": optimizer.params(),
+               "iterations": result.iterations, "epochs": args.epochs,
+               "seconds": round(float(result.trace["time"][-1]), 4),
+               "final_loglik": float(result.trace["loglik"][-1]),
+               "final_logpost": float(result.trace["logpost"][-1]),
+               "out": os.path.abspath(args.out)}
+    if test is not None:
+        summary["final_test_rmse"] = float(result.trace["test_rmse"][-1])
+    with open(os.path.join(args.out, "summary.json"), "w") as fh:
+        json.dump(summary, fh, indent=2)
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
 def cmd_predict(args):
     import pymf
     result = pymf.load(args.result, mmap=True)
@@ -173,7 +216,7 @@ def build_parser():
     s.add_argument("--prior", choices=["exponential", "gaussian"], default="exponential")
     s.add_argument("--lam-w", type=float, default=1.0)
     s.add_argument("--lam-h", type=float, default=1.0)
-    s.add_argument("--sampler", choices=["psgld", "sgld", "ld"], default="psgld")
+    s.add_argument("--sampler", choices=["psgld", "sgld", "ld", "gibbs"], default="psgld")
     s.add_argument("--blocks", type=int, default=8)
     s.add_argument("--part-order", choices=["cyclic", "random"], default="cyclic")
     s.add_argument("--permute", action="store_true", help="shuffle rows/columns before blocking")
@@ -200,6 +243,31 @@ def build_parser():
     s.add_argument("--plot", action="store_true", help="write OUT/trace.png")
     s.add_argument("--no-progress", action="store_true")
     s.set_defaults(func=cmd_sample)
+
+    f = sub.add_parser("fit", help="MAP estimate with SGD or DSGD (optimisation baselines)")
+    f.add_argument("--model", choices=["tweedie"], default="tweedie")
+    f.add_argument("--beta", type=float, default=1.0)
+    f.add_argument("--phi", type=float, default=1.0)
+    f.add_argument("--rank", type=int, default=32)
+    f.add_argument("--prior", choices=["exponential", "gaussian"], default="exponential")
+    f.add_argument("--lam-w", type=float, default=1.0)
+    f.add_argument("--lam-h", type=float, default=1.0)
+    f.add_argument("--optimizer", choices=["dsgd", "sgd"], default="dsgd")
+    f.add_argument("--blocks", type=int, default=8)
+    f.add_argument("--part-order", choices=["cyclic", "random"], default="cyclic")
+    f.add_argument("--permute", action="store_true")
+    f.add_argument("--step-size", type=float, default=1e-3)
+    f.add_argument("--step-a", type=float, default=None)
+    f.add_argument("--step-b", type=float, default=0.51)
+    f.add_argument("--epochs", type=int, default=20)
+    f.add_argument("--threads", type=int, default=None)
+    f.add_argument("--data", default="demo")
+    f.add_argument("--demo-size", type=int, default=256)
+    f.add_argument("--test-fraction", type=float, default=0.0)
+    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--out", default="pymf-fit")
+    f.add_argument("--no-progress", action="store_true")
+    f.set_defaults(func=cmd_fit)
 
     p = sub.add_parser("predict", help="posterior mean and sd of (W H)_ij from a saved result")
     p.add_argument("--result", required=True)

@@ -101,6 +101,14 @@ class _Langevin:
     def batch_size(self, n_observed):
         return 0
 
+    def make_chain(self, data, model, noise_seed, schedule_seed, batch_size):
+        """The C chain of this sampler (pymf._sgld.LangevinChain)."""
+        from pymf import _sgld
+        return _sgld.LangevinChain(
+            data, self.kind, model.rank, model.beta, model.phi, model.prior, model.lam_w,
+            model.lam_h, noise_seed, schedule_seed, batch_size=batch_size,
+            part_order=getattr(self, "part_order", "cyclic"), n_threads=self.n_threads)
+
     def params(self):
         return {"sampler": self.kind, "step_size": self.step_size.params(),
                 "blocks": self.blocks, "permute": self.permute}

@@ -18,16 +18,15 @@ import warnings
 
 import numpy as np
 
-from pymf import _blocks, _sgld, _tweedie
+from pymf import _blocks, _tweedie
 from pymf.data import Ratings, as_observed
 from pymf.errors import DivergenceError
 from pymf.result import SampleResult
-from pymf.samplers import _Langevin
 
 _CHUNK_SECONDS = 0.2  # how long one C call may run: bounds the delay of Ctrl-C
 
 
-def _seeds(seed):
+def run_seeds(seed):
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     children = np.random.SeedSequence(int(seed)).spawn(4)
@@ -37,13 +36,13 @@ def _seeds(seed):
     return noise, schedule, permute, np.random.default_rng(children[3])
 
 
-def _check_count(value, name, minimum):
+def check_count(value, name, minimum):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
 
-def _progress_enabled(progress):
+def progress_enabled(progress):
     if progress is not None:
         return bool(progress)
     return sys.stderr.isatty() and not os.environ.get("CI")
@@ -68,6 +67,45 @@ def blocked_data(observed, n_blocks, permute, permute_seed):
     return _blocks.BlockedData.from_dense(observed, n_blocks, permute, permute_seed)
 
 
+class GridMap:
+    """Converts factors between the user's order and the block grid's order."""
+
+    def __init__(self, data):
+        self.row_of, self.col_of = data.row_of, data.col_of
+        self.row_pos = np.empty_like(self.row_of)
+        self.row_pos[self.row_of] = np.arange(len(self.row_of))
+        self.col_pos = np.empty_like(self.col_of)
+        self.col_pos[self.col_of] = np.arange(len(self.col_of))
+
+    def to_grid(self, W, H):
+        """(W, H) in user order -> (W, H^T) in grid order, C-contiguous."""
+        return (np.ascontiguousarray(W[self.row_of], dtype=np.float64),
+                np.ascontiguousarray(H.T[self.col_of], dtype=np.float64))
+
+    def from_grid(self, W_grid, Ht_grid):
+        W = np.empty_like(W_grid)
+        W[self.row_of] = W_grid
+        H = np.empty((Ht_grid.shape[1], Ht_grid.shape[0]))
+        H[:, self.col_of] = Ht_grid.T
+        return W, H
+
+    def test_indices(self, test):
+        return (np.ascontiguousarray(self.row_pos[test.rows]),
+                np.ascontiguousarray(self.col_pos[test.cols]))
+
+
+def prepare_test(test, observed):
+    """Validate a held-out set against the training data; returns Ratings or None."""
+    if test is None:
+        return None
+    test = as_observed(test)
+    if not isinstance(test, Ratings):
+        test = Ratings.from_dense(test)
+    if test.shape != observed.shape:
+        raise ValueError(f"the test set has shape {test.shape}, the data {observed.shape}")
+    return test
+
+
 class _Run:
     """The state of one call of sample(): chain, accumulators, trace, sample storage."""
 
@@ -87,28 +125,21 @@ class _Run:
         self.shape = observed.shape
         n_rows, n_cols = self.shape
         K = model.rank
-        noise_seed, schedule_seed, permute_seed, init_rng = _seeds(seed)
+        noise_seed, schedule_seed, permute_seed, init_rng = run_seeds(seed)
         n_blocks = sampler.grid_blocks(self.shape)
         if n_blocks > min(n_rows, n_cols):
             raise ValueError(
                 f"blocks={n_blocks} is larger than the matrix ({n_rows} x {n_cols}): each of the "
                 "B row and column pieces needs at least one row / column")
         self.data = blocked_data(observed, n_blocks, sampler.permute, permute_seed)
-        self.row_of, self.col_of = self.data.row_of, self.data.col_of
-        self.row_pos = np.empty_like(self.row_of)
-        self.row_pos[self.row_of] = np.arange(n_rows)
-        self.col_pos = np.empty_like(self.col_of)
-        self.col_pos[self.col_of] = np.arange(n_cols)
+        self.grid = GridMap(self.data)
         batch = sampler.batch_size(self.data.n_observed)
-        self.chain = _sgld.LangevinChain(
-            self.data, sampler.kind, K, model.beta, model.phi, model.prior, model.lam_w,
-            model.lam_h, noise_seed, schedule_seed, batch_size=batch,
-            part_order=getattr(sampler, "part_order", "cyclic"), n_threads=sampler.n_threads)
+        self.chain = sampler.make_chain(self.data, model, noise_seed, schedule_seed, batch)
         if init is None:
             W0, H0 = model.init_factors(self.shape, observed, init_rng)
         else:
-            W0, H0 = _check_init(init, self.shape, K, model)
-        self.chain.set_state(*self._to_grid(W0, H0), 0)
+            W0, H0 = check_init(init, self.shape, K, model)
+        self.chain.set_state(*self.grid.to_grid(W0, H0), 0)
 
         self.params = {"model": model.params(), "sampler": sampler.params(), "seed": int(seed),
                        "n_samples": n_samples, "burnin": burnin, "thin": thin,
@@ -117,8 +148,7 @@ class _Run:
                        "data": _data_fingerprint(observed)}
         self.test = test
         if test is not None:
-            self.test_rows = np.ascontiguousarray(self.row_pos[test.rows])
-            self.test_cols = np.ascontiguousarray(self.col_pos[test.cols])
+            self.test_rows, self.test_cols = self.grid.test_indices(test)
             self.test_pred_sum = np.zeros(test.nnz)
             self.params["test"] = {"nnz": test.nnz}
         self.W_sum = np.zeros((n_rows, K))
@@ -163,17 +193,8 @@ class _Run:
         self.W_samples = open_memmap(paths[0], mode="w+", dtype=np.float64, shape=shape_w)
         self.H_samples = open_memmap(paths[1], mode="w+", dtype=np.float64, shape=shape_h)
 
-    # ---- grid order <-> user order ----
-    def _to_grid(self, W, H):
-        return (np.ascontiguousarray(W[self.row_of], dtype=np.float64),
-                np.ascontiguousarray(H.T[self.col_of], dtype=np.float64))
-
     def _from_grid(self, W_grid, Ht_grid):
-        W = np.empty_like(W_grid)
-        W[self.row_of] = W_grid
-        H = np.empty((Ht_grid.shape[1], Ht_grid.shape[0]))
-        H[:, self.col_of] = Ht_grid.T
-        return W, H
+        return self.grid.from_grid(W_grid, Ht_grid)
 
     def state(self):
         W_grid, Ht_grid, t = self.chain.get_state()
@@ -286,7 +307,7 @@ class _Run:
                 self.H_samples[: self.n_kept] = ck["H_samples"]
 
 
-def _check_init(init, shape, rank, model):
+def check_init(init, shape, rank, model):
     try:
         W0, H0 = init
     except (TypeError, ValueError):
@@ -318,22 +339,18 @@ def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, init=None,
     so far (result.interrupted is True). A non-finite update raises pymf.DivergenceError,
     which carries the last finite state and the partial result.
     """
-    if not isinstance(sampler, _Langevin):
-        raise ValueError(f"unknown sampler {sampler!r}")
-    n_samples = _check_count(n_samples, "n_samples", 1)
-    burnin = _check_count(burnin, "burnin", 0)
-    thin = _check_count(thin, "thin", 1)
+    if not hasattr(sampler, "make_chain"):
+        raise ValueError(f"unknown sampler {sampler!r}: use pymf.LD, pymf.SGLD, pymf.PSGLD or "
+                         "pymf.Gibbs (pymf.SGD / pymf.DSGD optimise: use pymf.fit)")
+    n_samples = check_count(n_samples, "n_samples", 1)
+    burnin = check_count(burnin, "burnin", 0)
+    thin = check_count(thin, "thin", 1)
     if thin > n_samples:
         raise ValueError(f"thin={thin} is larger than n_samples={n_samples}: nothing would be kept")
-    trace_every = thin if trace_every is None else _check_count(trace_every, "trace_every", 1)
+    trace_every = thin if trace_every is None else check_count(trace_every, "trace_every", 1)
     observed = as_observed(data)
     model.check_data(observed)
-    if test is not None:
-        test = as_observed(test)
-        if not isinstance(test, Ratings):
-            test = Ratings.from_dense(test)
-        if test.shape != observed.shape:
-            raise ValueError(f"the test set has shape {test.shape}, the data {observed.shape}")
+    test = prepare_test(test, observed)
     if getattr(sampler, "backend", "cpu") == "cuda":
         from pymf import gpu
         reason = gpu.available()
@@ -346,7 +363,7 @@ def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, init=None,
     total = burnin + n_samples
     if checkpoint_every is None:
         checkpoint_every = max(1, total // 10)
-    checkpoint_every = _check_count(checkpoint_every, "checkpoint_every", 1)
+    checkpoint_every = check_count(checkpoint_every, "checkpoint_every", 1)
 
     resuming = checkpoint is not None and os.path.exists(checkpoint)
     run = _Run(model, observed, sampler, n_samples, burnin, thin, seed, init, test, trace_every,
@@ -358,7 +375,7 @@ def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, init=None,
         run.record_trace(0)
 
     progress_bar = None
-    if _progress_enabled(progress):
+    if progress_enabled(progress):
         from tqdm import tqdm
         progress_bar = tqdm(total=total, initial=t, unit="it", desc=sampler.kind)
     chunk = 1

@@ -48,7 +48,7 @@ def test_sample_demo_writes_results(tmp_path):
     np.testing.assert_allclose(float(lines[0].split()[2]), result.predict([0], [2])[0], rtol=1e-5)
 
 
-@pytest.mark.parametrize("sampler", ["ld", "sgld"])
+@pytest.mark.parametrize("sampler", ["ld", "sgld", "gibbs"])
 def test_sample_other_samplers_from_npy(tmp_path, sampler):
     V, _, _ = pymf.datasets.make_tweedie_nmf(20, 16, 3, seed=1)
     np.save(tmp_path / "V.npy", V)
@@ -56,6 +56,16 @@ def test_sample_other_samplers_from_npy(tmp_path, sampler):
                    "--samples", "50", "--thin", "10", "--step-size", "1e-4", "--out",
                    str(tmp_path / "o"))
     assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.parametrize("optimizer", ["dsgd", "sgd"])
+def test_fit_baselines_from_the_command_line(tmp_path, optimizer):
+    out = pymf_cli("fit", "--optimizer", optimizer, "--rank", "4", "--blocks", "4", "--data", "demo",
+                   "--demo-size", "32", "--epochs", "5", "--test-fraction", "0.2", "--out",
+                   str(tmp_path / "f"))
+    assert out.returncode == 0, out.stderr
+    summary = json.loads((tmp_path / "f" / "summary.json").read_text())
+    assert summary["epochs"] == 5 and np.isfinite(summary["final_test_rmse"])
 
 
 def test_bad_cli_input_is_a_clear_error(tmp_path):

@@ -6,6 +6,8 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
+#include "pymf/rng.h"
+
 static void cut_evenly(int64_t n, int pieces, int64_t *start)
 {
     /* The first n % pieces pieces get one extra element. */
@@ -212,4 +214,20 @@ int64_t pymf_part_size(const pymf_blocked_data *data, int part)
     for (int b = 0; b < B; ++b)
         total += pymf_block_size(data, b, pymf_part_column(B, part, b));
     return total;
+}
+
+int pymf_choose_part(pymf_part_order order, int n_blocks, const int64_t *part_sizes,
+                     int64_t n_observed, uint64_t stream_seed, int64_t t, gsl_rng *rng)
+{
+    if (order == PYMF_PARTS_CYCLIC)
+        return (int)((t - 1) % n_blocks);
+    gsl_rng_set(rng, pymf_stream_seed(stream_seed, (uint64_t)t));
+    const double target = gsl_rng_uniform(rng) * (double)n_observed;
+    double cumulative = 0.0;
+    for (int p = 0; p < n_blocks; ++p) {
+        cumulative += (double)part_sizes[p];
+        if (target < cumulative)
+            return p;
+    }
+    return n_blocks - 1;
 }

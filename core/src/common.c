@@ -1,5 +1,6 @@
 #include "pymf/common.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -52,3 +53,36 @@ int pymf_openmp_enabled(void)
 void pymf_gsl_quiet(void) { gsl_set_error_handler_off(); }
 
 const char *pymf_gsl_version(void) { return gsl_version; }
+
+static pymf_status check_factor(const double *X, int64_t n, int non_negative, const char *name,
+                                pymf_error *err)
+{
+    for (int64_t e = 0; e < n; ++e) {
+        if (!isfinite(X[e]))
+            return pymf_fail(err, PYMF_EINVAL, "the initial %s has a non-finite entry", name);
+        if (non_negative && X[e] < 0.0)
+            return pymf_fail(err, PYMF_EINVAL, "the initial %s must be non-negative", name);
+    }
+    return PYMF_OK;
+}
+
+pymf_status pymf_factors_load(double *W_dst, double *Ht_dst, const double *W, const double *Ht,
+                              int64_t n_rows, int64_t n_cols, int rank, int non_negative,
+                              pymf_error *err)
+{
+    if (check_factor(W, n_rows * rank, non_negative, "W", err) != PYMF_OK ||
+        check_factor(Ht, n_cols * rank, non_negative, "H", err) != PYMF_OK)
+        return err != NULL ? err->status : PYMF_EINVAL;
+    memcpy(W_dst, W, sizeof(double) * (size_t)(n_rows * rank));
+    memcpy(Ht_dst, Ht, sizeof(double) * (size_t)(n_cols * rank));
+    return PYMF_OK;
+}
+
+void pymf_factors_store(double *W_dst, double *Ht_dst, const double *W, const double *Ht,
+                        int64_t n_rows, int64_t n_cols, int rank)
+{
+    if (W_dst != NULL)
+        memcpy(W_dst, W, sizeof(double) * (size_t)(n_rows * rank));
+    if (Ht_dst != NULL)
+        memcpy(Ht_dst, Ht, sizeof(double) * (size_t)(n_cols * rank));
+}

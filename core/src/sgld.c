@@ -105,29 +105,19 @@ pymf_status pymf_langevin_set_state(pymf_langevin *s, const double *W, const dou
                                     int64_t t, pymf_error *err)
 {
     const pymf_grid *g = s->data->grid;
-    const int64_t K = s->model.likelihood.rank;
     if (t < 0)
         return pymf_fail(err, PYMF_EINVAL, "the iteration counter must be >= 0");
-    for (int64_t e = 0; e < g->n_rows * K; ++e)
-        if (!isfinite(W[e]))
-            return pymf_fail(err, PYMF_EINVAL, "the initial W has a non-finite entry");
-    for (int64_t e = 0; e < g->n_cols * K; ++e)
-        if (!isfinite(Ht[e]))
-            return pymf_fail(err, PYMF_EINVAL, "the initial H has a non-finite entry");
-    memcpy(s->W, W, sizeof(double) * (size_t)(g->n_rows * K));
-    memcpy(s->Ht, Ht, sizeof(double) * (size_t)(g->n_cols * K));
-    s->t = t;
-    return PYMF_OK;
+    const pymf_status status = pymf_factors_load(s->W, s->Ht, W, Ht, g->n_rows, g->n_cols,
+                                                 s->model.likelihood.rank, 0, err);
+    if (status == PYMF_OK)
+        s->t = t;
+    return status;
 }
 
 void pymf_langevin_get_state(const pymf_langevin *s, double *W, double *Ht, int64_t *t)
 {
     const pymf_grid *g = s->data->grid;
-    const int64_t K = s->model.likelihood.rank;
-    if (W != NULL)
-        memcpy(W, s->W, sizeof(double) * (size_t)(g->n_rows * K));
-    if (Ht != NULL)
-        memcpy(Ht, s->Ht, sizeof(double) * (size_t)(g->n_cols * K));
+    pymf_factors_store(W, Ht, s->W, s->Ht, g->n_rows, g->n_cols, s->model.likelihood.rank);
     if (t != NULL)
         *t = s->t;
 }
@@ -136,19 +126,8 @@ void pymf_langevin_set_threads(pymf_langevin *s, int n_threads) { s->config.n_th
 
 int pymf_langevin_part(const pymf_langevin *s, int64_t t)
 {
-    const int B = s->data->grid->n_blocks;
-    if (s->config.part_order == PYMF_PARTS_CYCLIC)
-        return (int)((t - 1) % B);
-    /* Random order: part p with probability |Pi_p| / N. */
-    gsl_rng_set(s->rng, pymf_stream_seed(s->config.schedule_seed, (uint64_t)t));
-    const double target = gsl_rng_uniform(s->rng) * (double)s->data->n_observed;
-    double cumulative = 0.0;
-    for (int p = 0; p < B; ++p) {
-        cumulative += (double)s->part_sizes[p];
-        if (target < cumulative)
-            return p;
-    }
-    return B - 1;
+    return pymf_choose_part(s->config.part_order, s->data->grid->n_blocks, s->part_sizes,
+                            s->data->n_observed, s->config.schedule_seed, t, s->rng);
 }
 
 /* The Langevin move of rows [r0, r1) of one factor matrix (row-major, K columns):

@@ -13,6 +13,8 @@
 
 #include "pymf/common.h"
 
+#include <gsl/gsl_rng.h>
+
 typedef struct {
     int64_t n_rows, n_cols;
     int n_blocks;
@@ -57,6 +59,14 @@ void pymf_blocked_free(pymf_blocked_data *data);
 /* Number of observed entries in block (b, c) and in part p. */
 int64_t pymf_block_size(const pymf_blocked_data *data, int b, int c);
 int64_t pymf_part_size(const pymf_blocked_data *data, int part);
+typedef enum { PYMF_PARTS_CYCLIC = 0, PYMF_PARTS_RANDOM = 1 } pymf_part_order;
+
+/* The part used at iteration t (1-based): cyclic (t - 1) mod B, or random with probability
+ * |Pi_p| / N, drawn from `rng` (a GSL mt19937) reseeded with pymf_stream_seed(stream_seed, t).
+ * part_sizes holds |Pi_p| for the B parts and n_observed is N. */
+int pymf_choose_part(pymf_part_order order, int n_blocks, const int64_t *part_sizes,
+                     int64_t n_observed, uint64_t stream_seed, int64_t t, gsl_rng *rng);
+
 /* Column piece that row piece b works on in part p. */
 static inline int pymf_part_column(int n_blocks, int part, int b) { return (b + part) % n_blocks; }
 

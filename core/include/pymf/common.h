@@ -59,6 +59,15 @@ int pymf_default_threads(void);
  * it only ever stores the same pointer). */
 void pymf_gsl_quiet(void);
 const char *pymf_gsl_version(void);
+/* Copies a chain's starting state (W: n_rows x K, Ht: n_cols x K) into its buffers after
+ * checking that every value is finite (and >= 0 when non_negative), so all samplers and
+ * optimisers reject the same bad starts with the same messages. */
+pymf_status pymf_factors_load(double *W_dst, double *Ht_dst, const double *W, const double *Ht,
+                              int64_t n_rows, int64_t n_cols, int rank, int non_negative,
+                              pymf_error *err);
+/* Copies the state out; either destination may be NULL. */
+void pymf_factors_store(double *W_dst, double *Ht_dst, const double *W, const double *Ht,
+                        int64_t n_rows, int64_t n_cols, int rank);
 int pymf_openmp_enabled(void);
 #endif
 

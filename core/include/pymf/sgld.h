@@ -22,7 +22,6 @@
 
 typedef enum { PYMF_PRIOR_EXPONENTIAL = 0, PYMF_PRIOR_GAUSSIAN = 1 } pymf_prior;
 typedef enum { PYMF_LD = 0, PYMF_SGLD = 1, PYMF_PSGLD = 2 } pymf_langevin_kind;
-typedef enum { PYMF_PARTS_CYCLIC = 0, PYMF_PARTS_RANDOM = 1 } pymf_part_order;
 
 typedef struct {
     pymf_tweedie likelihood;

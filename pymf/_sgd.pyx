@@ -1,0 +1,96 @@
+"""Bindings of core/src/sgd.c: SGD and DSGD (MAP optimisation baselines)."""
+import numpy as np
+
+from libc.stdint cimport int64_t, uint64_t
+
+from pymf._blocks cimport BlockedData
+from pymf._core cimport (PYMF_OPT_DSGD, PYMF_OPT_SGD, PYMF_PARTS_CYCLIC, PYMF_PARTS_RANDOM,
+                         PYMF_PRIOR_EXPONENTIAL, PYMF_PRIOR_GAUSSIAN, pymf_error,
+                         pymf_error_clear, pymf_nmf_model, pymf_sgd, pymf_sgd_config,
+                         pymf_sgd_create, pymf_sgd_destroy, pymf_sgd_get_state, pymf_sgd_loglik,
+                         pymf_sgd_run, pymf_sgd_set_state)
+from pymf._status cimport check
+
+_KINDS = {"sgd": PYMF_OPT_SGD, "dsgd": PYMF_OPT_DSGD}
+_PRIORS = {"exponential": PYMF_PRIOR_EXPONENTIAL, "gaussian": PYMF_PRIOR_GAUSSIAN}
+_ORDERS = {"cyclic": PYMF_PARTS_CYCLIC, "random": PYMF_PARTS_RANDOM}
+
+
+cdef class Optimiser:
+    """One SGD / DSGD run over a BlockedData (grid order throughout)."""
+    cdef pymf_sgd *opt
+    cdef readonly BlockedData data
+    cdef readonly int rank
+
+    def __cinit__(self, BlockedData data, str kind, int rank, double beta, double phi,
+                  str prior, double lam_w, double lam_h, uint64_t schedule_seed,
+                  int64_t batch_size=0, str part_order="cyclic", int n_threads=0):
+        cdef pymf_nmf_model model
+        cdef pymf_sgd_config config
+        cdef pymf_error err
+        self.opt = NULL
+        self.data = data
+        self.rank = rank
+        model.likelihood.rank = rank
+        model.likelihood.beta = beta
+        model.likelihood.phi = phi
+        model.prior = _PRIORS[prior]
+        model.lam_w = lam_w
+        model.lam_h = lam_h
+        config.kind = _KINDS[kind]
+        config.batch_size = batch_size
+        config.part_order = _ORDERS[part_order]
+        config.schedule_seed = schedule_seed
+        config.n_threads = n_threads
+        pymf_error_clear(&err)
+        self.opt = pymf_sgd_create(&model, &data.data, &config, &err)
+        if self.opt == NULL:
+            check(&err)
+            raise MemoryError("could not create the optimiser")
+
+    def __dealloc__(self):
+        pymf_sgd_destroy(self.opt)
+
+    def set_state(self, const double[:, ::1] W, const double[:, ::1] Ht, int64_t t=0):
+        cdef pymf_error err
+        if W.shape[0] != self.data.grid.n_rows or W.shape[1] != self.rank:
+            raise ValueError(f"W must be {self.data.grid.n_rows} x {self.rank}")
+        if Ht.shape[0] != self.data.grid.n_cols or Ht.shape[1] != self.rank:
+            raise ValueError(f"Ht must be {self.data.grid.n_cols} x {self.rank}")
+        pymf_error_clear(&err)
+        pymf_sgd_set_state(self.opt, &W[0, 0], &Ht[0, 0], t, &err)
+        check(&err)
+
+    def get_state(self):
+        W = np.empty((self.data.grid.n_rows, self.rank))
+        Ht = np.empty((self.data.grid.n_cols, self.rank))
+        cdef double[:, ::1] w = W
+        cdef double[:, ::1] h = Ht
+        cdef int64_t t = 0
+        pymf_sgd_get_state(self.opt, &w[0, 0], &h[0, 0], &t)
+        return W, Ht, int(t)
+
+    @property
+    def iteration(self):
+        cdef int64_t t = 0
+        pymf_sgd_get_state(self.opt, NULL, NULL, &t)
+        return int(t)
+
+    def run(self, const double[::1] step_sizes):
+        cdef pymf_error err
+        cdef int64_t n = step_sizes.shape[0]
+        if n == 0:
+            return
+        pymf_error_clear(&err)
+        with nogil:
+            pymf_sgd_run(self.opt, n, &step_sizes[0], &err)
+        check(&err)
+
+    def loglik(self):
+        cdef pymf_error err
+        cdef double out = 0.0
+        pymf_error_clear(&err)
+        with nogil:
+            pymf_sgd_loglik(self.opt, &out, &err)
+        check(&err)
+        return out
