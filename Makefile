@@ -24,7 +24,7 @@ $(PY):
 # A regular (non-editable) install: the tests run against the built wheel, not the tree.
 install: system-deps $(PY)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q ".[test]"
+	$(PY) -m pip install -q ".[test,mpi]"
 
 demo: install
 	$(VENV)/bin/pymf sample --data demo --demo-size 256 --rank 32 --sampler psgld --blocks 8 \

@@ -119,6 +119,7 @@ cdef extern from "pymf/sgld.h" nogil:
         uint64_t noise_seed
         uint64_t schedule_seed
         int n_threads
+        int only_row_block
 
     ctypedef struct pymf_langevin:
         pass
@@ -133,6 +134,10 @@ cdef extern from "pymf/sgld.h" nogil:
     void pymf_langevin_set_threads(pymf_langevin *sampler, int n_threads)
     pymf_status pymf_langevin_run(pymf_langevin *sampler, int64_t n_iter,
                                   const double *step_sizes, pymf_error *err)
+    pymf_status pymf_langevin_set_totals(pymf_langevin *sampler, int64_t n_observed,
+                                         const int64_t *part_sizes, pymf_error *err)
+    void pymf_langevin_get_cols(const pymf_langevin *sampler, int64_t c0, int64_t c1, double *out)
+    void pymf_langevin_set_cols(pymf_langevin *sampler, int64_t c0, int64_t c1, const double *inp)
     int pymf_langevin_part(const pymf_langevin *sampler, int64_t t)
     pymf_status pymf_langevin_loglik(const pymf_langevin *sampler, double *out, pymf_error *err)
     pymf_status pymf_sgld_minibatch(uint64_t schedule_seed, int64_t t, int64_t n_observed,

@@ -10,6 +10,7 @@ from pymf._core cimport (PYMF_LD, PYMF_PARTS_CYCLIC, PYMF_PARTS_RANDOM, PYMF_PRI
                          pymf_langevin_config, pymf_langevin_create, pymf_langevin_destroy,
                          pymf_langevin_get_state, pymf_langevin_loglik, pymf_langevin_part,
                          pymf_langevin_run, pymf_langevin_set_state, pymf_langevin_set_threads,
+                         pymf_langevin_get_cols, pymf_langevin_set_cols, pymf_langevin_set_totals,
                          pymf_nmf_model, pymf_noise_row, pymf_noise_rows, pymf_philox4x32_10,
                          pymf_sgld_minibatch, pymf_stream_seed)
 from pymf._status cimport check
@@ -34,7 +35,7 @@ cdef class LangevinChain:
     def __cinit__(self, BlockedData data, str kind, int rank, double beta, double phi,
                   str prior, double lam_w, double lam_h, uint64_t noise_seed,
                   uint64_t schedule_seed, int64_t batch_size=0, str part_order="cyclic",
-                  int n_threads=0):
+                  int n_threads=0, int only_row_block=-1):
         cdef pymf_nmf_model model
         cdef pymf_langevin_config config
         cdef pymf_error err
@@ -53,6 +54,7 @@ cdef class LangevinChain:
         config.noise_seed = noise_seed
         config.schedule_seed = schedule_seed
         config.n_threads = n_threads
+        config.only_row_block = only_row_block
         pymf_error_clear(&err)
         self.chain = pymf_langevin_create(&model, &data.data, &config, &err)
         if self.chain == NULL:
@@ -101,6 +103,29 @@ cdef class LangevinChain:
         with nogil:
             pymf_langevin_run(self.chain, n, &step_sizes[0], &err)
         check(&err)
+
+    def set_totals(self, int64_t n_observed, part_sizes):
+        """N and |Pi_p| of the whole data set (a distributed run holds one row piece)."""
+        cdef int64_t[::1] sizes = np.ascontiguousarray(part_sizes, dtype=np.int64)
+        cdef pymf_error err
+        if sizes.shape[0] != self.data.grid.n_blocks:
+            raise ValueError(f"part_sizes must have {self.data.grid.n_blocks} entries")
+        pymf_error_clear(&err)
+        pymf_langevin_set_totals(self.chain, n_observed, &sizes[0], &err)
+        check(&err)
+
+    def get_cols(self, int64_t c0, int64_t c1, double[:, ::1] out):
+        """Copy rows c0..c1-1 of H^T (grid order) into out ((c1 - c0) x K)."""
+        if not (0 <= c0 <= c1 <= self.data.grid.n_cols) or out.shape[0] < c1 - c0 or out.shape[1] != self.rank:
+            raise ValueError("bad column range or buffer")
+        if c1 > c0:
+            pymf_langevin_get_cols(self.chain, c0, c1, &out[0, 0])
+
+    def set_cols(self, int64_t c0, int64_t c1, const double[:, ::1] values):
+        if not (0 <= c0 <= c1 <= self.data.grid.n_cols) or values.shape[0] < c1 - c0 or values.shape[1] != self.rank:
+            raise ValueError("bad column range or buffer")
+        if c1 > c0:
+            pymf_langevin_set_cols(self.chain, c0, c1, &values[0, 0])
 
     def part(self, int64_t t):
         """The part PSGLD uses at iteration t (1-based)."""

@@ -68,11 +68,17 @@ class TweedieNMF:
                 f"beta={self.beta} (gamma / inverse-Gaussian family) needs strictly positive "
                 f"data, found min {values.min():g}")
 
-    def init_factors(self, shape, observed, rng):
-        """A random starting point with the data's scale: E[(W H)_ij] ~ mean(V)."""
+    def init_factors(self, shape, observed, rng, data_mean=None):
+        """A random starting point with the data's scale: E[(W H)_ij] ~ mean |V|.
+
+        The mean is rounded to 3 significant digits, so that a distributed run, which sums
+        the data piece by piece, starts from exactly the same point as a shared-memory one.
+        """
         n_rows, n_cols = shape
-        values = observed_values(observed)
-        scale = math.sqrt(max(float(np.mean(np.abs(values))), 1e-3) / self.rank)
+        if data_mean is None:
+            data_mean = float(np.mean(np.abs(observed_values(observed))))
+        data_mean = float(f"{max(data_mean, 1e-3):.3g}")
+        scale = math.sqrt(data_mean / self.rank)
         W = rng.uniform(0.5, 1.5, size=(n_rows, self.rank)) * scale
         H = rng.uniform(0.5, 1.5, size=(self.rank, n_cols)) * scale
         if not self.non_negative:

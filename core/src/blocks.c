@@ -156,16 +156,38 @@ pymf_status pymf_blocked_from_sparse(pymf_blocked_data *data, const pymf_grid *g
         pymf_blocked_free(data);
         return pymf_fail(err, PYMF_ENOMEM, "out of memory bucketing %lld entries", (long long)nnz);
     }
-    /* Two stable counting sorts: by grid row, then by block. Inside a block the entries end
-     * up sorted by row (then by their input order, which the Python layer makes column order),
-     * so a block's W rows are visited in order. */
+    /* Stable counting sorts by grid column, then grid row, then block: inside a block the
+     * entries are in row-major grid order, exactly the order a dense block is visited in,
+     * whatever the input order. (A sparse copy of a dense matrix then gives the very same
+     * floating-point sums as the dense path; the MPI ring relies on it.) */
+    int64_t *col_count = calloc((size_t)grid->n_cols + 1, sizeof(int64_t));
+    int64_t *by_col = malloc(sizeof(int64_t) * n);
+    if (col_count == NULL || by_col == NULL) {
+        free(col_count);
+        free(by_col);
+        free(block_of);
+        free(order);
+        free(row_count);
+        pymf_blocked_free(data);
+        return pymf_fail(err, PYMF_ENOMEM, "out of memory bucketing %lld entries", (long long)nnz);
+    }
     for (int64_t e = 0; e < nnz; ++e)
-        row_count[grid->row_pos[rows[e]] + 1]++;
+        col_count[grid->col_pos[cols[e]] + 1]++;
+    for (int64_t q = 0; q < grid->n_cols; ++q)
+        col_count[q + 1] += col_count[q];
+    for (int64_t e = 0; e < nnz; ++e)
+        by_col[col_count[grid->col_pos[cols[e]]]++] = e;
+    free(col_count);
+    for (int64_t s = 0; s < nnz; ++s)
+        row_count[grid->row_pos[rows[by_col[s]]] + 1]++;
     for (int64_t p = 0; p < grid->n_rows; ++p)
         row_count[p + 1] += row_count[p];
-    int64_t *by_row = block_of; /* reuse as scratch for the first pass */
-    for (int64_t e = 0; e < nnz; ++e)
+    int64_t *by_row = block_of; /* reuse as scratch */
+    for (int64_t s = 0; s < nnz; ++s) {
+        const int64_t e = by_col[s];
         by_row[row_count[grid->row_pos[rows[e]]]++] = e;
+    }
+    free(by_col);
     free(row_count);
     int64_t *counts = data->block_ptr;
     for (int64_t s = 0; s < nnz; ++s) {

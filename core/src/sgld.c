@@ -23,6 +23,7 @@ struct pymf_langevin {
     gsl_rng *rng;             /* reseeded at every iteration, see rng.h */
     int64_t *batch;           /* SGLD minibatch */
     int64_t *part_sizes;      /* |Pi_p| */
+    int64_t n_observed;       /* N (of the whole data set in a distributed run) */
 };
 
 void pymf_langevin_destroy(pymf_langevin *s)
@@ -98,7 +99,43 @@ pymf_langevin *pymf_langevin_create(const pymf_nmf_model *model, const pymf_bloc
     }
     for (int p = 0; p < B; ++p)
         s->part_sizes[p] = pymf_part_size(data, p);
+    s->n_observed = data->n_observed;
+    if (config->only_row_block >= B || (config->only_row_block >= 0 && config->kind != PYMF_PSGLD)) {
+        pymf_langevin_destroy(s);
+        pymf_fail(err, PYMF_EINVAL, "only_row_block must be a row piece (< B) of a PSGLD chain");
+        return NULL;
+    }
     return s;
+}
+
+pymf_status pymf_langevin_set_totals(pymf_langevin *s, int64_t n_observed,
+                                     const int64_t *part_sizes, pymf_error *err)
+{
+    const int B = s->data->grid->n_blocks;
+    int64_t sum = 0;
+    for (int p = 0; p < B; ++p) {
+        if (part_sizes[p] < 0)
+            return pymf_fail(err, PYMF_EINVAL, "part sizes must be >= 0");
+        sum += part_sizes[p];
+    }
+    if (n_observed <= 0 || sum != n_observed)
+        return pymf_fail(err, PYMF_EINVAL, "the part sizes (sum %lld) must add up to N = %lld > 0",
+                         (long long)sum, (long long)n_observed);
+    memcpy(s->part_sizes, part_sizes, sizeof(int64_t) * (size_t)B);
+    s->n_observed = n_observed;
+    return PYMF_OK;
+}
+
+void pymf_langevin_get_cols(const pymf_langevin *s, int64_t c0, int64_t c1, double *out)
+{
+    const int K = s->model.likelihood.rank;
+    memcpy(out, s->Ht + c0 * K, sizeof(double) * (size_t)((c1 - c0) * K));
+}
+
+void pymf_langevin_set_cols(pymf_langevin *s, int64_t c0, int64_t c1, const double *in)
+{
+    const int K = s->model.likelihood.rank;
+    memcpy(s->Ht + c0 * K, in, sizeof(double) * (size_t)((c1 - c0) * K));
 }
 
 pymf_status pymf_langevin_set_state(pymf_langevin *s, const double *W, const double *Ht,
@@ -127,7 +164,7 @@ void pymf_langevin_set_threads(pymf_langevin *s, int n_threads) { s->config.n_th
 int pymf_langevin_part(const pymf_langevin *s, int64_t t)
 {
     return pymf_choose_part(s->config.part_order, s->data->grid->n_blocks, s->part_sizes,
-                            s->data->n_observed, s->config.schedule_seed, t, s->rng);
+                            s->n_observed, s->config.schedule_seed, t, s->rng);
 }
 
 /* The Langevin move of rows [r0, r1) of one factor matrix (row-major, K columns):
@@ -259,10 +296,15 @@ pymf_status pymf_langevin_run(pymf_langevin *s, int64_t n_iter, const double *st
         if (s->config.kind == PYMF_PSGLD) {
             const int part = pymf_langevin_part(s, t);
             const int64_t part_size = s->part_sizes[part];
-            const double scale = part_size > 0 ? (double)s->data->n_observed / (double)part_size : 0.0;
+            const double scale = part_size > 0 ? (double)s->n_observed / (double)part_size : 0.0;
+            const int only = s->config.only_row_block;
+            if (only >= 0) {
+                finite = psgld_block(s, only, pymf_part_column(B, part, only), scale, eps, t);
+            } else {
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(& : finite)
-            for (int b = 0; b < B; ++b)
-                finite &= psgld_block(s, b, pymf_part_column(B, part, b), scale, eps, t);
+                for (int b = 0; b < B; ++b)
+                    finite &= psgld_block(s, b, pymf_part_column(B, part, b), scale, eps, t);
+            }
         } else {
             if (s->config.kind == PYMF_LD)
                 pymf_tweedie_grad(&s->model.likelihood, s->data, s->W, s->Ht, threads, s->gW,

@@ -36,6 +36,8 @@ typedef struct {
     uint64_t noise_seed;         /* Philox key */
     uint64_t schedule_seed;      /* GSL stream for minibatches and random parts */
     int n_threads;               /* <= 0: OpenMP's default */
+    int only_row_block;          /* PSGLD, distributed: update only the block of this row piece
+                                    (-1: every block of the part) */
 } pymf_langevin_config;
 
 typedef struct pymf_langevin pymf_langevin;
@@ -54,6 +56,16 @@ void pymf_langevin_set_threads(pymf_langevin *sampler, int n_threads);
 /* Runs n_iter iterations with step sizes step_sizes[0..n_iter-1]. */
 pymf_status pymf_langevin_run(pymf_langevin *sampler, int64_t n_iter, const double *step_sizes,
                               pymf_error *err);
+
+/* Distributed runs: N and |Pi_p| of the whole data set, when `data` holds one row piece.
+ * part_sizes has B entries and is copied. */
+pymf_status pymf_langevin_set_totals(pymf_langevin *sampler, int64_t n_observed,
+                                     const int64_t *part_sizes, pymf_error *err);
+
+/* Rows [c0, c1) of H^T (a column piece): read from, or written into, the current state.
+ * The MPI ring passes H blocks with these. */
+void pymf_langevin_get_cols(const pymf_langevin *sampler, int64_t c0, int64_t c1, double *out);
+void pymf_langevin_set_cols(pymf_langevin *sampler, int64_t c0, int64_t c1, const double *in);
 
 /* The part (0..B-1) that PSGLD uses at iteration t (1-based). */
 int pymf_langevin_part(const pymf_langevin *sampler, int64_t t);

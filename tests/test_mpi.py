@@ -1,0 +1,155 @@
+"""Distributed PSGLD under a real mpiexec: the ring reproduces the shared-memory chain bit
+for bit, resumes after a rank dies, and refuses bad set-ups on every rank without hanging.
+Skipped (with the reason) where mpi4py or an MPI library is missing."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import pymf
+from pymf import mpi
+
+MOVIELENS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "ml-100k.data")
+MPI_STATE = mpi.available()
+pytestmark = pytest.mark.skipif(MPI_STATE is not True, reason=f"MPI is not usable: {MPI_STATE}")
+
+
+def mpiexec_path():
+    beside_python = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return beside_python if os.path.exists(beside_python) else shutil.which("mpiexec")
+
+
+def mpi_env():
+    env = dict(os.environ, CI="1", OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               PRTE_MCA_rmaps_default_mapping_policy=":oversubscribe",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    return env
+
+
+def run_mpi(n_ranks, *args, cwd, timeout=240, wait=True):
+    command = [mpiexec_path(), "-n", str(n_ranks), sys.executable, "-m", "pymf.mpi", *args]
+    if not wait:
+        return subprocess.Popen(command, cwd=cwd, env=mpi_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    return subprocess.run(command, cwd=cwd, env=mpi_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def assert_same_chain(distributed, shared):
+    for name in ("W_samples", "H_samples", "W_mean", "H_mean", "sample_iterations"):
+        assert np.array_equal(np.asarray(getattr(distributed, name)), np.asarray(getattr(shared, name))), name
+    for key in shared.trace:
+        if key != "time":
+            assert np.array_equal(distributed.trace[key], shared.trace[key]), key
+
+
+@pytest.fixture(scope="module")
+def dense_file(tmp_path_factory):
+    V, _, _ = pymf.datasets.make_tweedie_nmf(41, 37, 4, beta=1.0, seed=8)
+    path = tmp_path_factory.mktemp("data") / "V.npy"
+    np.save(path, V)
+    return V, str(path)
+
+
+@pytest.mark.parametrize("n_ranks", [2, 3, 4])
+def test_ring_equals_shared_memory_dense(dense_file, tmp_path, n_ranks):
+    V, path = dense_file
+    out = tmp_path / "run"
+    done = run_mpi(n_ranks, "psgld", "--data", path, "--rank", "4", "--samples", "60", "--thin", "3",
+                   "--step-a", "1e-3", "--step-b", "0.51", "--seed", "5", "--out", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["ranks"] == n_ranks and summary["iterations"] == 60
+    # one H block per rank per iteration: (J / B) K doubles (the largest piece)
+    assert summary["bytes_sent_per_rank_per_iteration"] == int(np.ceil(37 / n_ranks)) * 4 * 8
+    shared = pymf.sample(pymf.TweedieNMF(4), V, pymf.PSGLD(blocks=n_ranks,
+                         step_size=pymf.PolynomialDecay(1e-3, 0.51)), n_samples=60, thin=3, seed=5)
+    assert_same_chain(pymf.load(str(out)), shared)
+
+
+def test_ring_equals_shared_memory_sparse_permuted(tmp_path):
+    V, _, _ = pymf.datasets.make_tweedie_nmf(50, 44, 3, beta=1.0, seed=9)
+    mask = np.random.default_rng(0).random(V.shape) < 0.4
+    rows, cols = np.nonzero(mask)
+    ratings = pymf.Ratings(rows, cols, V[mask], shape=V.shape)
+    path = tmp_path / "ratings.data"  # u.data format, 1-based ids
+    np.savetxt(path, np.column_stack([rows + 1, cols + 1, V[mask], np.zeros(rows.size)]), fmt="%d\t%d\t%g\t%d")
+    loaded = pymf.datasets.load_movielens(path)
+    assert loaded.shape == ratings.shape  # every row and column has an entry
+    done = run_mpi(3, "psgld", "--data", str(path), "--rank", "3", "--permute", "--samples", "45",
+                   "--thin", "5", "--step-size", "2e-4", "--seed", "2", "--out", str(tmp_path / "run"),
+                   cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    shared = pymf.sample(pymf.TweedieNMF(3), loaded, pymf.PSGLD(blocks=3, step_size=2e-4, permute=True),
+                         n_samples=45, thin=5, seed=2)
+    assert_same_chain(pymf.load(str(tmp_path / "run")), shared)
+
+
+def test_shards_python_api_and_dead_rank_resume(dense_file, tmp_path):
+    """Shard files; a rank killed with SIGKILL ends the job (no hang) and a rerun resumes from
+    the last common checkpoint to the very chain an uninterrupted run gives."""
+    V, path = dense_file
+    pattern = str(tmp_path / "shards" / "part{rank}.npz")
+    mpi.write_shards(path, 2, pattern)
+    out = tmp_path / "run"
+    args = ["psgld", "--shards", pattern, "--rank", "4", "--samples", "40000", "--thin", "2000",
+            "--step-size", "1e-4", "--checkpoint-every", "500", "--seed", "3", "--out", str(out)]
+    job = run_mpi(2, *args, cwd=tmp_path, wait=False)
+    deadline = time.time() + 120
+    pid_file = out / "rank1.pid"
+    def checkpoints_of_rank1():
+        folder = out / "checkpoint"
+        return list(folder.glob("rank1.t*.npz")) if folder.exists() else []
+
+    while time.time() < deadline and not checkpoints_of_rank1():
+        time.sleep(0.05)
+    assert pid_file.exists()
+    os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    job.communicate(timeout=120)  # the job ends: no hang
+    assert job.returncode != 0
+    resumed = run_mpi(2, *args, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    shared = pymf.sample(pymf.TweedieNMF(4), V, pymf.PSGLD(blocks=2, step_size=1e-4), n_samples=40000,
+                         thin=2000, seed=3)
+    assert_same_chain(pymf.load(str(out)), shared)
+
+
+@pytest.mark.skipif(not os.path.exists(MOVIELENS), reason="MovieLens-100K (../shared/data/ml-100k.data) is absent")
+def test_movielens_rmse_trace_matches_shared_memory(tmp_path):
+    done = run_mpi(2, "psgld", "--data", MOVIELENS, "--rank", "5", "--samples", "40", "--thin", "10",
+                   "--step-size", "5e-5", "--test-fraction", "0.2", "--seed", "1", "--out",
+                   str(tmp_path / "run"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    ratings = pymf.datasets.load_movielens(MOVIELENS)
+    train, test = ratings.split(0.2, seed=1)
+    shared = pymf.sample(pymf.TweedieNMF(5), train, pymf.PSGLD(blocks=2, step_size=5e-5), n_samples=40,
+                         thin=10, seed=1, test=test)
+    distributed = pymf.load(str(tmp_path / "run"))
+    assert np.array_equal(distributed.trace["test_rmse"], shared.trace["test_rmse"])
+    assert np.isfinite(shared.trace["test_rmse"]).all()
+
+
+def test_bad_setups_fail_on_every_rank_without_hanging(dense_file, tmp_path):
+    V, path = dense_file
+    wrong_blocks = run_mpi(2, "psgld", "--data", path, "--rank", "2", "--blocks", "3", "--samples", "5", "--thin", "1",
+                           "--out", str(tmp_path / "a"), cwd=tmp_path, timeout=120)
+    assert wrong_blocks.returncode != 0 and "one rank per block" in wrong_blocks.stderr
+    missing = run_mpi(2, "psgld", "--shards", str(tmp_path / "none{rank}.npz"), "--rank", "2",
+                      "--samples", "5", "--thin", "1", "--out", str(tmp_path / "b"), cwd=tmp_path, timeout=120)
+    assert missing.returncode != 0 and "rank 0: no shard file" in missing.stderr
+    # ranks that see different data: shard 0 of one data set, shard 1 of another
+    other = V.copy()
+    other[0, 0] += 1
+    mpi.write_shards(V, 2, str(tmp_path / "a{rank}.npz"))
+    mpi.write_shards(other, 2, str(tmp_path / "b{rank}.npz"))
+    os.replace(tmp_path / "b1.npz", tmp_path / "a1.npz")
+    mixed = run_mpi(2, "psgld", "--shards", str(tmp_path / "a{rank}.npz"), "--rank", "2", "--samples", "5", "--thin", "1",
+                    "--out", str(tmp_path / "c"), cwd=tmp_path, timeout=120)
+    assert mixed.returncode != 0 and "ranks see different data" in mixed.stderr
