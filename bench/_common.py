@@ -90,3 +90,28 @@ def plot_traces(panels, path, title):
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def ladder(first, lowest=1e-9):
+    """The paper's step first, then ten times smaller ones: the first that does not diverge
+    is used ("we tried several values and report the best performing ones")."""
+    values = [first]
+    while values[-1] / 10 >= lowest:
+        values.append(values[-1] / 10)
+    return values
+
+
+def paper_methods(model, V, n_blocks, samples, gibbs_sweeps=None):
+    """LD, SGLD and PSGLD (and Gibbs when gibbs_sweeps is given) with the paper's settings:
+    LD eps = 0.2, SGLD (1/t)^0.51 with |Omega| = N/32, PSGLD (0.01/t)^0.51, cyclic parts."""
+    runs = {
+        "LD": run_sampler(model, V, lambda s: pymf.LD(step_size=s), ladder(0.2), samples),
+        "SGLD": run_sampler(model, V, lambda a: pymf.SGLD(step_size=pymf.PolynomialDecay(a, 0.51),
+                                                          batch_size=1 / 32), ladder(1.0), samples),
+        "PSGLD": run_sampler(model, V, lambda a: pymf.PSGLD(blocks=n_blocks,
+                                                            step_size=pymf.PolynomialDecay(a, 0.51)),
+                             ladder(0.01), samples),
+    }
+    if gibbs_sweeps:
+        runs["Gibbs"] = run_sampler(model, V, lambda s: pymf.Gibbs(), [None], gibbs_sweeps)
+    return runs
