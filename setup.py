@@ -10,6 +10,7 @@ import os
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
 
 core_sources = sorted(glob.glob(os.path.join("core", "src", "*.c")))
 include_dirs = [os.path.join("core", "include"), numpy.get_include()]
@@ -44,7 +45,22 @@ def binding(name):
 
 extensions = [binding(name) for name in ("_status", "_core_info", "_blocks", "_tweedie", "_sgld", "_sgd", "_gibbs_nmf")]
 
+
+
+class build_py_with_headers(build_py):
+    """Ships the C core's headers inside pymf.cuda: the CUDA kernels include them at run
+    time (pycuda compiles cuda/psgld.cu on the GPU machine), one copy of every formula."""
+
+    def run(self):
+        super().run()
+        target = os.path.join(self.build_lib, "pymf", "cuda", "include", "pymf")
+        self.mkpath(target)
+        for header in glob.glob(os.path.join("core", "include", "pymf", "*.h")):
+            self.copy_file(header, target)
+
+
 setup(
+    cmdclass={"build_py": build_py_with_headers},
     packages=["pymf", "pymf.cuda"],
     package_dir={"pymf": "pymf", "pymf.cuda": "cuda"},
     package_data={"pymf.cuda": ["*.cu", "*.cuh", "include/pymf/*.h"], "pymf": ["*.pxd"]},

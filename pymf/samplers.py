@@ -177,6 +177,12 @@ class PSGLD(_Langevin):
         self.part_order = part_order
         self.backend = backend
 
+    def make_chain(self, data, model, noise_seed, schedule_seed, batch_size):
+        if self.backend == "cuda":
+            from pymf import gpu
+            return gpu.CudaPSGLDChain(data, model, self, noise_seed)
+        return super().make_chain(data, model, noise_seed, schedule_seed, batch_size)
+
     def params(self):
         out = super().params()
         out.update(part_order=self.part_order, backend=self.backend)

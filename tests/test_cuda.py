@@ -1,0 +1,177 @@
+"""The CUDA path. Without a GPU: nvcc compiles every kernel (PTX, and cubins for sm_80 and
+sm_90), and the element-wise kernels run on the CPU under a C++ shim and reproduce the C
+sampler. With a GPU and pycuda: the GPU chain follows the CPU chain and samples the same
+posterior. Each test skips, naming what is missing, where its tool is absent."""
+import ctypes
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import pymf
+from pymf import _blocks, _sgld, _tweedie, gpu
+
+NVCC = shutil.which("nvcc")
+GXX = shutil.which("g++")
+KERNELS = ["psgld_factors_dense_f32", "psgld_factors_sparse_f32", "psgld_update_rows_f32",
+           "psgld_factors_dense_f64", "psgld_factors_sparse_f64", "psgld_update_rows_f64"]
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc (the CUDA toolkit) is not installed")
+@pytest.mark.parametrize("target", ["--ptx", "sm_80", "sm_90"])
+def test_kernels_compile_with_nvcc(tmp_path, target):
+    out = tmp_path / "psgld.out"
+    flags = ["--ptx", "-arch=sm_80"] if target == "--ptx" else ["--cubin", f"-arch={target}"]
+    done = subprocess.run([NVCC, "-std=c++14", "-I", gpu.include_dir(), *flags, gpu.kernel_source(),
+                           "-o", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    if target == "--ptx":
+        ptx = out.read_text()
+        for name in KERNELS:
+            assert f".entry {name}(" in ptx, name
+
+
+@pytest.fixture(scope="module")
+def shim(tmp_path_factory):
+    if GXX is None:
+        pytest.skip("g++ is not installed: the CPU shim of the CUDA kernels cannot be built")
+    library = tmp_path_factory.mktemp("shim") / "shim.so"
+    source = os.path.join(os.path.dirname(__file__), "cuda_shim.cpp")
+    done = subprocess.run([GXX, "-std=c++14", "-O1", "-shared", "-fPIC", "-I", gpu.include_dir(),
+                           "-I", gpu.kernel_dir(), source, "-o", str(library)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lib = ctypes.CDLL(str(library))
+    P = ctypes.c_void_p
+    lib.shim_factors_sparse_f64.argtypes = [P, P, P, P, ctypes.c_longlong, P, P, P, ctypes.c_int,
+                                            ctypes.c_double, ctypes.c_double]
+    lib.shim_update_rows_f64.argtypes = [P, P, P, P, P, P, P, ctypes.c_longlong, P, P,
+                                         ctypes.c_longlong, ctypes.c_int, ctypes.c_double,
+                                         ctypes.c_double, ctypes.c_int, ctypes.c_ulonglong,
+                                         ctypes.c_uint, ctypes.c_ulonglong, P]
+    return lib
+
+
+def ptr(array):
+    return None if array is None else array.ctypes.data_as(ctypes.c_void_p)
+
+
+def shim_iteration(lib, data, W, Ht, G, t, eps, model, noise_seed, dense_V=None):
+    """One PSGLD iteration (cyclic part (t - 1) mod B) with the GPU kernels on the CPU."""
+    part = (t - 1) % data.n_blocks
+    lay = gpu.part_layout(data, part)
+    scale = data.n_observed / data.part_sizes()[part]
+    coef = scale / model.phi
+    n_rows, n_cols = data.shape
+    K = model.rank
+    if dense_V is None:
+        rows, cols, vals = data.sparse_entries()
+        lib.shim_factors_sparse_f64(ptr(rows), ptr(cols), ptr(vals), ptr(lay["entries"]),
+                                    len(lay["entries"]), ptr(W), ptr(Ht), ptr(G), K, model.beta, coef)
+        w = (lay["w_first"], lay["w_count"], None, 0, lay["w_terms"], lay["w_partner"])
+        h = (lay["h_first"], lay["h_count"], None, 0, lay["h_terms"], lay["h_partner"])
+    else:
+        # the dense factor kernel uses shared-memory tiles (GPU only): G from NumPy here
+        G[:] = 0.0
+        B, rs, cs, width = data.n_blocks, data.row_start, data.col_start, lay["max_width"]
+        G2 = G.reshape(n_rows, width)
+        for b in range(B):
+            c = (b + part) % B
+            mu = W[rs[b]:rs[b + 1]] @ Ht[cs[c]:cs[c + 1]].T
+            G2[rs[b]:rs[b + 1], : cs[c + 1] - cs[c]] = coef * _tweedie.dlogp_dmu(
+                dense_V[rs[b]:rs[b + 1], cs[c]:cs[c + 1]], mu, model.beta)
+        w = (lay["w_first"], lay["w_count"], lay["w_offset"], lay["w_stride"], None, None)
+        h = (lay["h_first"], lay["h_count"], lay["h_offset"], lay["h_stride"], None, None)
+    flag = np.zeros(1, np.int32)
+    W_next, Ht_next = np.empty_like(W), np.empty_like(Ht)
+    exponential = int(model.prior == "exponential")
+    for X_next, X, Y, (first, count, offset, stride, terms, partner), n, lam, stream in (
+            (W_next, W, Ht, w, n_rows, model.lam_w, _sgld.STREAM_W),
+            (Ht_next, Ht, W, h, n_cols, model.lam_h, _sgld.STREAM_H)):
+        lib.shim_update_rows_f64(ptr(X_next), ptr(X), ptr(Y), ptr(G), ptr(first), ptr(count), ptr(offset),
+                                 stride, ptr(terms), ptr(partner), n, K, eps, lam, exponential,
+                                 noise_seed, stream, t, ptr(flag))
+    assert flag[0] == 0
+    return W_next, Ht_next
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+@pytest.mark.parametrize("beta, prior", [(0.5, "exponential"), (2.0, "gaussian")])
+def test_kernels_on_cpu_reproduce_the_c_sampler(shim, sparse, beta, prior):
+    rng = np.random.default_rng(4)
+    n_rows, n_cols, K, B = 31, 23, 6, 3
+    V = rng.gamma(2.0, 1.0, (n_rows, n_cols))
+    model = pymf.TweedieNMF(K, beta=beta, phi=1.3, prior=prior, lam_w=0.7, lam_h=1.4)
+    if sparse:
+        mask = rng.random(V.shape) < 0.5
+        r, c = np.nonzero(mask)
+        data = _blocks.BlockedData.from_sparse(r.astype(np.int64), c.astype(np.int64), V[mask], V.shape, B, True, 9)
+    else:
+        data = _blocks.BlockedData.from_dense(V, B, True, 9)
+    noise_seed = 0xABCDEF12345
+    chain = _sgld.LangevinChain(data, "psgld", K, beta, 1.3, prior, 0.7, 1.4, noise_seed, 1)
+    W = rng.uniform(0.2, 1.0, (n_rows, K))
+    Ht = rng.uniform(0.2, 1.0, (n_cols, K))
+    chain.set_state(W, Ht, 0)
+    G = np.zeros(data.n_observed if sparse else n_rows * int(np.max(np.diff(data.col_start))))
+    dense_V = None if sparse else data.dense_values()
+    for t in range(1, 4):  # every part once
+        eps = 1e-3 / t
+        W, Ht = shim_iteration(shim, data, W, Ht, G, t, eps, model, noise_seed, dense_V)
+        chain.run(np.array([eps]))
+        W_c, Ht_c, _ = chain.get_state()
+        if sparse:  # the same operations in the same order: the same bits
+            assert np.array_equal(W, W_c) and np.array_equal(Ht, Ht_c)
+        else:  # G from NumPy's matrix product: equal to rounding
+            np.testing.assert_allclose(W, W_c, rtol=1e-11, atol=1e-13)
+            np.testing.assert_allclose(Ht, Ht_c, rtol=1e-11, atol=1e-13)
+        W, Ht = W_c, Ht_c
+
+
+def test_cuda_backend_is_registered_and_refuses_without_gpu():
+    reason = gpu.available()
+    if reason is True:
+        pytest.skip("a usable GPU is present")
+    assert isinstance(reason, str) and reason
+    with pytest.raises(RuntimeError, match="GPU path is unusable"):
+        pymf.sample(pymf.TweedieNMF(2), np.ones((6, 6)), pymf.PSGLD(blocks=2, backend="cuda"), n_samples=2)
+
+
+GPU_STATE = gpu.available()
+needs_gpu = pytest.mark.skipif(GPU_STATE is not True, reason=f"no usable GPU: {GPU_STATE}")
+
+
+@needs_gpu
+@pytest.mark.parametrize("sparse", [False, True])
+def test_gpu_chain_follows_cpu_chain(sparse):
+    V, _, _ = pymf.datasets.make_tweedie_nmf(96, 80, 8, seed=1)
+    data = V
+    if sparse:
+        mask = np.random.default_rng(0).random(V.shape) < 0.5
+        rows, cols = np.nonzero(mask)
+        data = pymf.Ratings(rows, cols, V[mask], shape=V.shape)
+    model = pymf.TweedieNMF(8)
+    runs = [pymf.sample(model, data, pymf.PSGLD(blocks=4, step_size=1e-4, backend=backend),
+                        n_samples=10, seed=2) for backend in ("cpu", "cuda")]
+    np.testing.assert_allclose(runs[1].W_samples, runs[0].W_samples, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(runs[1].H_samples, runs[0].H_samples, rtol=1e-9, atol=1e-12)
+
+
+@needs_gpu
+def test_gpu_posterior_mean_matches_cpu():
+    from mcmc_stats import batch_means, bonferroni_z, z_scores
+    from test_posterior import V_POISSON
+    model = pymf.TweedieNMF(2)
+    draws = {}
+    for backend in ("cpu", "cuda"):
+        chains = []
+        for seed in range(4):
+            res = pymf.sample(model, V_POISSON, pymf.PSGLD(blocks=3, step_size=1e-3, backend=backend),
+                              n_samples=200_000, burnin=20_000, thin=100, seed=500 + seed + (backend == "cuda") * 50,
+                              trace_every=200_000)
+            chains.append(np.einsum("sik,skj->sij", res.W_samples, res.H_samples))
+        draws[backend] = batch_means(np.stack(chains))
+    z = z_scores(*draws["cuda"], *draws["cpu"]).ravel()
+    assert np.all(np.abs(z) < bonferroni_z(1e-3, z.size))
