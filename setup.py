@@ -43,7 +43,8 @@ def binding(name):
     )
 
 
-extensions = [binding(name) for name in ("_status", "_core_info", "_blocks", "_tweedie", "_sgld", "_sgd", "_gibbs_nmf")]
+extensions = [binding(name) for name in ("_status", "_core_info", "_blocks", "_tweedie", "_chain",
+                                         "_sgld", "_sgd", "_gibbs_nmf")]
 
 
 

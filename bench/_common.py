@@ -10,30 +10,56 @@ import numpy as np
 import pymf
 
 
-def run_sampler(model, V, make_sampler, steps, n_samples, seed=0, trace_points=50):
-    """Run make_sampler(step) for each step in `steps` until one does not diverge.
+class Unstable(Exception):
+    """A chain that stays finite but runs away: its log-likelihood falls far below the start."""
 
-    Returns a dict: the step used, the steps that diverged (with the iteration), wall
-    seconds, sampling seconds, and the trace (time, loglik)."""
-    diverged = []
+
+def initial_loglik(model, V, seed):
+    """The log-likelihood of the starting point every run with this seed shares."""
+    res = pymf.sample(model, V, pymf.PSGLD(blocks=1, step_size=1e-12), n_samples=1, seed=seed,
+                      progress=False)
+    return float(res.trace["loglik"][0])
+
+
+def run_sampler(model, V, make_sampler, steps, n_samples, seed=0, trace_points=50):
+    """Run make_sampler(step) for each step in `steps` until one is stable.
+
+    Unstable: a non-finite value (pymf.DivergenceError), or a log-likelihood that falls to
+    ten times the starting one, or ends below the starting one (a finite run-away). Returns
+    a dict: the step used, the rejected steps with the reason, wall seconds, sampling
+    seconds, and the trace (time, loglik)."""
+    start = initial_loglik(model, V, seed)
+    rejected = []
+
+    def watch(info):
+        if info["loglik"] < 10 * start:
+            raise Unstable(f"log-likelihood {info['loglik']:.4g} at iteration {info['iteration']}")
+
     for step in steps:
         sampler = make_sampler(step)
         trace_every = max(1, n_samples // trace_points)
         started = time.perf_counter()
         try:
             res = pymf.sample(model, V, sampler, n_samples=n_samples, thin=n_samples,
-                              trace_every=trace_every, seed=seed, progress=False)
+                              trace_every=trace_every, seed=seed, progress=False, callback=watch)
         except pymf.DivergenceError as exc:
-            diverged.append({"step": repr(step), "iteration": exc.iteration})
+            rejected.append({"step": repr(step), "reason": f"diverged at iteration {exc.iteration}"})
+            continue
+        except Unstable as exc:
+            rejected.append({"step": repr(step), "reason": f"ran away: {exc}"})
             continue
         wall = time.perf_counter() - started
-        return {"step": repr(step), "diverged_steps": diverged, "samples": n_samples,
+        if res.trace["loglik"][-1] < start:
+            rejected.append({"step": repr(step), "reason": f"ended below the start "
+                             f"({res.trace['loglik'][-1]:.4g} < {start:.4g})"})
+            continue
+        return {"step": repr(step), "diverged_steps": rejected, "samples": n_samples,
                 "wall_seconds": round(wall, 4),
                 "sampling_seconds": round(float(res.trace["time"][-1]), 4),
                 "seconds_per_sample": float(res.trace["time"][-1]) / n_samples,
-                "final_loglik": float(res.trace["loglik"][-1]),
+                "initial_loglik": start, "final_loglik": float(res.trace["loglik"][-1]),
                 "trace_time": res.trace["time"].tolist(), "trace_loglik": res.trace["loglik"].tolist()}
-    return {"step": None, "diverged_steps": diverged, "samples": n_samples}
+    return {"step": None, "diverged_steps": rejected, "samples": n_samples}
 
 
 def median_time(fn, repeats):

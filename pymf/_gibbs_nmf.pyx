@@ -4,19 +4,18 @@ import numpy as np
 from libc.stdint cimport int64_t, uint64_t
 
 from pymf._blocks cimport BlockedData
-from pymf._core cimport (PYMF_PRIOR_EXPONENTIAL, pymf_error, pymf_error_clear, pymf_gibbs_config,
+from pymf._core cimport (pymf_status, PYMF_PRIOR_EXPONENTIAL, pymf_error, pymf_error_clear, pymf_gibbs_config,
                          pymf_gibbs_nmf, pymf_gibbs_nmf_create, pymf_gibbs_nmf_destroy,
                          pymf_gibbs_nmf_get_state, pymf_gibbs_nmf_loglik, pymf_gibbs_nmf_run,
                          pymf_gibbs_nmf_set_state, pymf_nmf_model)
+from pymf._chain cimport FactorChain
 from pymf._status cimport check
 
 
-cdef class GibbsChain:
+cdef class GibbsChain(FactorChain):
     """A Poisson-NMF Gibbs chain over a BlockedData (grid order). run(steps) runs len(steps)
     sweeps: the step sizes the driver passes are not used (Gibbs has none)."""
     cdef pymf_gibbs_nmf *chain
-    cdef readonly BlockedData data
-    cdef readonly int rank
 
     def __cinit__(self, BlockedData data, int rank, double lam_w, double lam_h, uint64_t seed,
                   int n_threads=0, double beta=1.0, double phi=1.0, str prior="exponential"):
@@ -46,46 +45,20 @@ cdef class GibbsChain:
     def __dealloc__(self):
         pymf_gibbs_nmf_destroy(self.chain)
 
-    def set_state(self, const double[:, ::1] W, const double[:, ::1] Ht, int64_t t=0):
-        cdef pymf_error err
-        if W.shape[0] != self.data.grid.n_rows or W.shape[1] != self.rank:
-            raise ValueError(f"W must be {self.data.grid.n_rows} x {self.rank}")
-        if Ht.shape[0] != self.data.grid.n_cols or Ht.shape[1] != self.rank:
-            raise ValueError(f"Ht must be {self.data.grid.n_cols} x {self.rank}")
-        pymf_error_clear(&err)
-        pymf_gibbs_nmf_set_state(self.chain, &W[0, 0], &Ht[0, 0], t, &err)
-        check(&err)
+    cdef pymf_status c_set_state(self, const double *W, const double *Ht, int64_t t,
+                                 pymf_error *err) noexcept nogil:
+        return pymf_gibbs_nmf_set_state(self.chain, W, Ht, t, err)
 
-    def get_state(self):
-        W = np.empty((self.data.grid.n_rows, self.rank))
-        Ht = np.empty((self.data.grid.n_cols, self.rank))
-        cdef double[:, ::1] w = W
-        cdef double[:, ::1] h = Ht
-        cdef int64_t t = 0
-        pymf_gibbs_nmf_get_state(self.chain, &w[0, 0], &h[0, 0], &t)
-        return W, Ht, int(t)
+    cdef void c_get_state(self, double *W, double *Ht, int64_t *t) noexcept nogil:
+        pymf_gibbs_nmf_get_state(self.chain, W, Ht, t)
 
-    @property
-    def iteration(self):
-        cdef int64_t t = 0
-        pymf_gibbs_nmf_get_state(self.chain, NULL, NULL, &t)
-        return int(t)
+    cdef pymf_status c_run(self, int64_t n, const double *step_sizes, pymf_error *err) noexcept nogil:
+        return pymf_gibbs_nmf_run(self.chain, n, err)
 
-    def run(self, step_sizes):
-        cdef pymf_error err
-        cdef int64_t n = len(step_sizes)
-        if n == 0:
-            return
-        pymf_error_clear(&err)
-        with nogil:
-            pymf_gibbs_nmf_run(self.chain, n, &err)
-        check(&err)
+    cdef pymf_status c_loglik(self, double *out, pymf_error *err) noexcept nogil:
+        return pymf_gibbs_nmf_loglik(self.chain, out, err)
 
-    def loglik(self):
-        cdef pymf_error err
-        cdef double out = 0.0
-        pymf_error_clear(&err)
-        with nogil:
-            pymf_gibbs_nmf_loglik(self.chain, &out, &err)
-        check(&err)
-        return out
+
+
+
+

@@ -4,11 +4,12 @@ import numpy as np
 from libc.stdint cimport int64_t, uint64_t
 
 from pymf._blocks cimport BlockedData
-from pymf._core cimport (PYMF_OPT_DSGD, PYMF_OPT_SGD, PYMF_PARTS_CYCLIC, PYMF_PARTS_RANDOM,
+from pymf._core cimport (pymf_status, PYMF_OPT_DSGD, PYMF_OPT_SGD, PYMF_PARTS_CYCLIC, PYMF_PARTS_RANDOM,
                          PYMF_PRIOR_EXPONENTIAL, PYMF_PRIOR_GAUSSIAN, pymf_error,
                          pymf_error_clear, pymf_nmf_model, pymf_sgd, pymf_sgd_config,
                          pymf_sgd_create, pymf_sgd_destroy, pymf_sgd_get_state, pymf_sgd_loglik,
                          pymf_sgd_run, pymf_sgd_set_state)
+from pymf._chain cimport FactorChain
 from pymf._status cimport check
 
 _KINDS = {"sgd": PYMF_OPT_SGD, "dsgd": PYMF_OPT_DSGD}
@@ -16,11 +17,9 @@ _PRIORS = {"exponential": PYMF_PRIOR_EXPONENTIAL, "gaussian": PYMF_PRIOR_GAUSSIA
 _ORDERS = {"cyclic": PYMF_PARTS_CYCLIC, "random": PYMF_PARTS_RANDOM}
 
 
-cdef class Optimiser:
+cdef class Optimiser(FactorChain):
     """One SGD / DSGD run over a BlockedData (grid order throughout)."""
     cdef pymf_sgd *opt
-    cdef readonly BlockedData data
-    cdef readonly int rank
 
     def __cinit__(self, BlockedData data, str kind, int rank, double beta, double phi,
                   str prior, double lam_w, double lam_h, uint64_t schedule_seed,
@@ -51,46 +50,20 @@ cdef class Optimiser:
     def __dealloc__(self):
         pymf_sgd_destroy(self.opt)
 
-    def set_state(self, const double[:, ::1] W, const double[:, ::1] Ht, int64_t t=0):
-        cdef pymf_error err
-        if W.shape[0] != self.data.grid.n_rows or W.shape[1] != self.rank:
-            raise ValueError(f"W must be {self.data.grid.n_rows} x {self.rank}")
-        if Ht.shape[0] != self.data.grid.n_cols or Ht.shape[1] != self.rank:
-            raise ValueError(f"Ht must be {self.data.grid.n_cols} x {self.rank}")
-        pymf_error_clear(&err)
-        pymf_sgd_set_state(self.opt, &W[0, 0], &Ht[0, 0], t, &err)
-        check(&err)
+    cdef pymf_status c_set_state(self, const double *W, const double *Ht, int64_t t,
+                                 pymf_error *err) noexcept nogil:
+        return pymf_sgd_set_state(self.opt, W, Ht, t, err)
 
-    def get_state(self):
-        W = np.empty((self.data.grid.n_rows, self.rank))
-        Ht = np.empty((self.data.grid.n_cols, self.rank))
-        cdef double[:, ::1] w = W
-        cdef double[:, ::1] h = Ht
-        cdef int64_t t = 0
-        pymf_sgd_get_state(self.opt, &w[0, 0], &h[0, 0], &t)
-        return W, Ht, int(t)
+    cdef void c_get_state(self, double *W, double *Ht, int64_t *t) noexcept nogil:
+        pymf_sgd_get_state(self.opt, W, Ht, t)
 
-    @property
-    def iteration(self):
-        cdef int64_t t = 0
-        pymf_sgd_get_state(self.opt, NULL, NULL, &t)
-        return int(t)
+    cdef pymf_status c_run(self, int64_t n, const double *step_sizes, pymf_error *err) noexcept nogil:
+        return pymf_sgd_run(self.opt, n, step_sizes, err)
 
-    def run(self, const double[::1] step_sizes):
-        cdef pymf_error err
-        cdef int64_t n = step_sizes.shape[0]
-        if n == 0:
-            return
-        pymf_error_clear(&err)
-        with nogil:
-            pymf_sgd_run(self.opt, n, &step_sizes[0], &err)
-        check(&err)
+    cdef pymf_status c_loglik(self, double *out, pymf_error *err) noexcept nogil:
+        return pymf_sgd_loglik(self.opt, out, err)
 
-    def loglik(self):
-        cdef pymf_error err
-        cdef double out = 0.0
-        pymf_error_clear(&err)
-        with nogil:
-            pymf_sgd_loglik(self.opt, &out, &err)
-        check(&err)
-        return out
+
+
+
+

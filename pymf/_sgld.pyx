@@ -4,7 +4,7 @@ import numpy as np
 from libc.stdint cimport int64_t, uint32_t, uint64_t
 
 from pymf._blocks cimport BlockedData
-from pymf._core cimport (PYMF_LD, PYMF_PARTS_CYCLIC, PYMF_PARTS_RANDOM, PYMF_PRIOR_EXPONENTIAL,
+from pymf._core cimport (pymf_status, PYMF_LD, PYMF_PARTS_CYCLIC, PYMF_PARTS_RANDOM, PYMF_PRIOR_EXPONENTIAL,
                          PYMF_PRIOR_GAUSSIAN, PYMF_PSGLD, PYMF_SGLD, PYMF_STREAM_H,
                          PYMF_STREAM_W, pymf_error, pymf_error_clear, pymf_langevin,
                          pymf_langevin_config, pymf_langevin_create, pymf_langevin_destroy,
@@ -13,6 +13,7 @@ from pymf._core cimport (PYMF_LD, PYMF_PARTS_CYCLIC, PYMF_PARTS_RANDOM, PYMF_PRI
                          pymf_langevin_get_cols, pymf_langevin_set_cols, pymf_langevin_set_totals,
                          pymf_nmf_model, pymf_noise_row, pymf_noise_rows, pymf_philox4x32_10,
                          pymf_sgld_minibatch, pymf_stream_seed)
+from pymf._chain cimport FactorChain
 from pymf._status cimport check
 
 STREAM_W = PYMF_STREAM_W
@@ -22,15 +23,13 @@ _PRIORS = {"exponential": PYMF_PRIOR_EXPONENTIAL, "gaussian": PYMF_PRIOR_GAUSSIA
 _ORDERS = {"cyclic": PYMF_PARTS_CYCLIC, "random": PYMF_PARTS_RANDOM}
 
 
-cdef class LangevinChain:
+cdef class LangevinChain(FactorChain):
     """One LD / SGLD / PSGLD chain over a BlockedData (grid order throughout).
 
     The Python layer (pymf.samplers, pymf.sampling) validates everything first; this class
     only checks what the C core checks.
     """
     cdef pymf_langevin *chain
-    cdef readonly BlockedData data
-    cdef readonly int rank
 
     def __cinit__(self, BlockedData data, str kind, int rank, double beta, double phi,
                   str prior, double lam_w, double lam_h, uint64_t noise_seed,
@@ -64,45 +63,25 @@ cdef class LangevinChain:
     def __dealloc__(self):
         pymf_langevin_destroy(self.chain)
 
-    def set_state(self, const double[:, ::1] W, const double[:, ::1] Ht, int64_t t=0):
-        cdef pymf_error err
-        if W.shape[0] != self.data.grid.n_rows or W.shape[1] != self.rank:
-            raise ValueError(f"W must be {self.data.grid.n_rows} x {self.rank}")
-        if Ht.shape[0] != self.data.grid.n_cols or Ht.shape[1] != self.rank:
-            raise ValueError(f"Ht must be {self.data.grid.n_cols} x {self.rank}")
-        pymf_error_clear(&err)
-        pymf_langevin_set_state(self.chain, &W[0, 0], &Ht[0, 0], t, &err)
-        check(&err)
+    cdef pymf_status c_set_state(self, const double *W, const double *Ht, int64_t t,
+                                 pymf_error *err) noexcept nogil:
+        return pymf_langevin_set_state(self.chain, W, Ht, t, err)
 
-    def get_state(self):
-        """(W, Ht, t): copies of the current state in grid order."""
-        W = np.empty((self.data.grid.n_rows, self.rank))
-        Ht = np.empty((self.data.grid.n_cols, self.rank))
-        cdef double[:, ::1] w = W
-        cdef double[:, ::1] h = Ht
-        cdef int64_t t = 0
-        pymf_langevin_get_state(self.chain, &w[0, 0], &h[0, 0], &t)
-        return W, Ht, int(t)
+    cdef void c_get_state(self, double *W, double *Ht, int64_t *t) noexcept nogil:
+        pymf_langevin_get_state(self.chain, W, Ht, t)
 
-    @property
-    def iteration(self):
-        cdef int64_t t = 0
-        pymf_langevin_get_state(self.chain, NULL, NULL, &t)
-        return int(t)
+    cdef pymf_status c_run(self, int64_t n, const double *step_sizes, pymf_error *err) noexcept nogil:
+        return pymf_langevin_run(self.chain, n, step_sizes, err)
+
+    cdef pymf_status c_loglik(self, double *out, pymf_error *err) noexcept nogil:
+        return pymf_langevin_loglik(self.chain, out, err)
+
+
+
 
     def set_threads(self, int n_threads):
         pymf_langevin_set_threads(self.chain, n_threads)
 
-    def run(self, const double[::1] step_sizes):
-        """Runs len(step_sizes) iterations; raises DivergenceError keeping the last finite state."""
-        cdef pymf_error err
-        cdef int64_t n = step_sizes.shape[0]
-        if n == 0:
-            return
-        pymf_error_clear(&err)
-        with nogil:
-            pymf_langevin_run(self.chain, n, &step_sizes[0], &err)
-        check(&err)
 
     def set_totals(self, int64_t n_observed, part_sizes):
         """N and |Pi_p| of the whole data set (a distributed run holds one row piece)."""
@@ -131,14 +110,7 @@ cdef class LangevinChain:
         """The part PSGLD uses at iteration t (1-based)."""
         return pymf_langevin_part(self.chain, t)
 
-    def loglik(self):
-        cdef pymf_error err
-        cdef double out = 0.0
-        pymf_error_clear(&err)
-        with nogil:
-            pymf_langevin_loglik(self.chain, &out, &err)
-        check(&err)
-        return out
+
 
 
 def noise(uint64_t seed, uint32_t stream, uint64_t t, uint32_t first_row, uint32_t n_rows,

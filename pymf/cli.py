@@ -78,7 +78,8 @@ def cmd_sample(args):
                              thin=args.thin, seed=args.seed, test=test,
                              trace_every=args.trace_every,
                              sample_dir=args.out if args.stream else None,
-                             checkpoint=checkpoint, progress=None if not args.no_progress else False)
+                             checkpoint=checkpoint, checkpoint_every=args.checkpoint_every,
+                             progress=None if not args.no_progress else False)
     except pymf.DivergenceError as exc:
         if exc.result is not None:
             exc.result.save(args.out)
@@ -240,6 +241,8 @@ def build_parser():
     s.add_argument("--stream", action="store_true", help="write samples to --out as they come")
     s.add_argument("--checkpoint", action="store_true",
                    help="checkpoint to OUT/checkpoint.npz and resume from it if present")
+    s.add_argument("--checkpoint-every", type=int, default=None,
+                   help="iterations between checkpoints (default: a tenth of the run)")
     s.add_argument("--plot", action="store_true", help="write OUT/trace.png")
     s.add_argument("--no-progress", action="store_true")
     s.set_defaults(func=cmd_sample)

@@ -84,13 +84,12 @@ def test_sigint_keeps_samples_and_checkpoint(tmp_path):
     env = dict(os.environ, CI="1")
     proc = subprocess.Popen(
         [sys.executable, "-m", "pymf", "sample", "--rank", "8", "--blocks", "4", "--data", "demo",
-         "--demo-size", "128", "--samples", "5000000", "--thin", "5000", "--step-size", "1e-4",
-         "--checkpoint", "--out", str(out_dir)],
+         "--demo-size", "128", "--samples", "5000000", "--thin", "50", "--step-size", "1e-4",
+         "--checkpoint", "--checkpoint-every", "1000", "--out", str(out_dir)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(tmp_path))
     deadline = time.time() + 120
-    while not out_dir.exists() and time.time() < deadline:
-        time.sleep(0.1)  # the CLI makes the output folder just before it starts sampling
-    time.sleep(2.0)
+    while not (out_dir / "checkpoint.npz").exists() and time.time() < deadline:
+        time.sleep(0.05)  # the first checkpoint: 1,000 iterations, so 20 kept samples, are done
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr

@@ -24,7 +24,7 @@ def geweke_draws(n_steps, lam_sampler, seed):
         data = _blocks.BlockedData.from_dense(V, 1)
         chain = _gibbs_nmf.GibbsChain(data, rank, lam_sampler, lam_sampler, seed * 100003 + step)
         chain.set_state(np.ascontiguousarray(W), np.ascontiguousarray(H.T), 0)
-        chain.run([1.0])
+        chain.run(np.array([1.0]))
         W, Ht, _ = chain.get_state()
         H = Ht.T.copy()
         out.append(np.concatenate([W.ravel(), H.ravel(), (W ** 2).ravel(), (H ** 2).ravel()]))
