@@ -105,11 +105,8 @@ def _as_observed_source(data):
 
 
 def _fingerprint_ratings(ratings):
-    digest = hashlib.sha256()
-    for arr in (ratings.rows, ratings.cols, ratings.values):
-        digest.update(np.ascontiguousarray(arr).tobytes())
-    digest.update(repr(ratings.shape).encode())
-    return digest.hexdigest()[:16]
+    from pymf.sampling import data_fingerprint
+    return data_fingerprint(ratings)
 
 
 def _grid(shape, n_blocks, permute, permute_seed):

@@ -1,7 +1,8 @@
 """pymf.sample: runs a sampler on a model and data, and returns a SampleResult.
 
 Python orchestrates (validation, seeding, chunks of iterations, thinning, traces,
-checkpoints, progress); the C core runs every iteration (pymf._sgld.LangevinChain).
+checkpoints, progress); the C core runs every iteration (the sampler's chain, a
+pymf._chain.FactorChain).
 
 Seeding: numpy.random.SeedSequence(seed) spawns the independent streams of a run:
   0: the Philox key of the Langevin noise, 1: the GSL stream of minibatches / random parts,
@@ -48,7 +49,8 @@ def progress_enabled(progress):
     return sys.stderr.isatty() and not os.environ.get("CI")
 
 
-def _data_fingerprint(observed):
+def data_fingerprint(observed):
+    """A short hash of the data, stored with checkpoints and results."""
     digest = hashlib.sha256()
     if isinstance(observed, Ratings):
         for arr in (observed.rows, observed.cols, observed.values):
@@ -145,7 +147,7 @@ class _Run:
                        "n_samples": n_samples, "burnin": burnin, "thin": thin,
                        "shape": list(self.shape), "n_observed": self.data.n_observed,
                        "n_blocks": n_blocks, "batch_size": batch,
-                       "data": _data_fingerprint(observed)}
+                       "data": data_fingerprint(observed)}
         self.test = test
         if test is not None:
             self.test_rows, self.test_cols = self.grid.test_indices(test)
