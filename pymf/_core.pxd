@@ -185,5 +185,6 @@ cdef extern from "pymf/gibbs_nmf.h" nogil:
     pymf_status pymf_gibbs_nmf_set_state(pymf_gibbs_nmf *g, const double *W, const double *Ht,
                                          int64_t t, pymf_error *err)
     void pymf_gibbs_nmf_get_state(const pymf_gibbs_nmf *g, double *W, double *Ht, int64_t *t)
+    void pymf_gibbs_nmf_set_threads(pymf_gibbs_nmf *g, int n_threads)
     pymf_status pymf_gibbs_nmf_run(pymf_gibbs_nmf *g, int64_t n_sweeps, pymf_error *err)
     pymf_status pymf_gibbs_nmf_loglik(const pymf_gibbs_nmf *g, double *out, pymf_error *err)

@@ -7,7 +7,8 @@ from pymf._blocks cimport BlockedData
 from pymf._core cimport (pymf_status, PYMF_PRIOR_EXPONENTIAL, pymf_error, pymf_error_clear, pymf_gibbs_config,
                          pymf_gibbs_nmf, pymf_gibbs_nmf_create, pymf_gibbs_nmf_destroy,
                          pymf_gibbs_nmf_get_state, pymf_gibbs_nmf_loglik, pymf_gibbs_nmf_run,
-                         pymf_gibbs_nmf_set_state, pymf_nmf_model)
+                         pymf_gibbs_nmf_set_state, pymf_gibbs_nmf_set_threads,
+                         pymf_nmf_model)
 from pymf._chain cimport FactorChain
 from pymf._status cimport check
 
@@ -58,7 +59,6 @@ cdef class GibbsChain(FactorChain):
     cdef pymf_status c_loglik(self, double *out, pymf_error *err) noexcept nogil:
         return pymf_gibbs_nmf_loglik(self.chain, out, err)
 
-
-
-
-
+    def set_threads(self, int n_threads):
+        """OpenMP threads for later sweeps (<= 0: the default); the chain does not change."""
+        pymf_gibbs_nmf_set_threads(self.chain, n_threads)
