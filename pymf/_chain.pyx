@@ -3,12 +3,17 @@ grid order, running iterations and the log-likelihood. A family's binding subcla
 FactorChain and implements the four c_* methods with its C functions."""
 import numpy as np
 
+cimport cython
+
 from libc.stdint cimport int64_t
 
 from pymf._core cimport PYMF_EINVAL, pymf_error, pymf_error_clear, pymf_status
 from pymf._status cimport check
 
 
+# The C object points into `data`: the cycle collector must not clear that reference
+# before __dealloc__ has destroyed the C object.
+@cython.no_gc_clear
 cdef class FactorChain:
     cdef pymf_status c_set_state(self, const double *W, const double *Ht, int64_t t,
                                  pymf_error *err) noexcept nogil:

@@ -1,6 +1,8 @@
 """Bindings of core/src/gibbs_nmf.c: the Gamma-Poisson Gibbs sampler for Poisson NMF."""
 import numpy as np
 
+cimport cython
+
 from libc.stdint cimport int64_t, uint64_t
 
 from pymf._blocks cimport BlockedData
@@ -13,6 +15,9 @@ from pymf._chain cimport FactorChain
 from pymf._status cimport check
 
 
+# The C object points into `data`: the cycle collector must not clear that reference
+# before __dealloc__ has destroyed the C object.
+@cython.no_gc_clear
 cdef class GibbsChain(FactorChain):
     """A Poisson-NMF Gibbs chain over a BlockedData (grid order). run(steps) runs len(steps)
     sweeps: the step sizes the driver passes are not used (Gibbs has none)."""

@@ -1,6 +1,8 @@
 """Bindings of core/src/sgd.c: SGD and DSGD (MAP optimisation baselines)."""
 import numpy as np
 
+cimport cython
+
 from libc.stdint cimport int64_t, uint64_t
 
 from pymf._blocks cimport BlockedData
@@ -17,6 +19,9 @@ _PRIORS = {"exponential": PYMF_PRIOR_EXPONENTIAL, "gaussian": PYMF_PRIOR_GAUSSIA
 _ORDERS = {"cyclic": PYMF_PARTS_CYCLIC, "random": PYMF_PARTS_RANDOM}
 
 
+# The C object points into `data`: the cycle collector must not clear that reference
+# before __dealloc__ has destroyed the C object.
+@cython.no_gc_clear
 cdef class Optimiser(FactorChain):
     """One SGD / DSGD run over a BlockedData (grid order throughout)."""
     cdef pymf_sgd *opt

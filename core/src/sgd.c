@@ -20,6 +20,7 @@ struct pymf_sgd {
     int64_t *order;         /* visiting order of the entries of each block */
     int64_t *part_sizes;
     gsl_rng **piece_rngs;   /* DSGD: one per row piece */
+    int n_piece_rngs;       /* B; destroy must not read `data`, which may be freed first */
     gsl_rng *rng;           /* SGD minibatch and random part order */
     int64_t t;
 };
@@ -38,7 +39,7 @@ void pymf_sgd_destroy(pymf_sgd *s)
     free(s->order);
     free(s->part_sizes);
     if (s->piece_rngs != NULL)
-        for (int b = 0; b < s->data->grid->n_blocks; ++b)
+        for (int b = 0; b < s->n_piece_rngs; ++b)
             if (s->piece_rngs[b] != NULL)
                 gsl_rng_free(s->piece_rngs[b]);
     free(s->piece_rngs);
@@ -100,6 +101,7 @@ pymf_sgd *pymf_sgd_create(const pymf_nmf_model *model, const pymf_blocked_data *
     s->part_sizes = calloc((size_t)B, sizeof(int64_t));
     s->order = malloc(sizeof(int64_t) * (size_t)data->n_observed);
     s->piece_rngs = calloc((size_t)B, sizeof(gsl_rng *));
+    s->n_piece_rngs = s->piece_rngs != NULL ? B : 0;
     s->rng = gsl_rng_alloc(gsl_rng_mt19937);
     int ok = s->W && s->Ht && s->W_backup && s->Ht_backup && s->inv_row_count &&
              s->inv_col_count && s->block_offset && s->part_sizes && s->order && s->piece_rngs &&
