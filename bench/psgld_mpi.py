@@ -57,7 +57,8 @@ def concurrent_single_ranks(args, out, copies=2):
     env = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    jobs = [subprocess.Popen([mpiexec, "-n", "1", sys.executable, "-m", "pymf.mpi", "psgld", *args,
+    # --bind-to none: two separate jobs know nothing of each other and would both bind to core 0
+    jobs = [subprocess.Popen([mpiexec, "--bind-to", "none", "-n", "1", sys.executable, "-m", "pymf.mpi", "psgld", *args,
                               "--out", f"{out}-{c}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, env=env) for c in range(copies)]
     results = []
