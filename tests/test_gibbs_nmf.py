@@ -8,6 +8,7 @@ fixed seeds, not tuned by trying seeds. Checked by hand once: passing the Gamma 
 wants a scale (gsl_ran_gamma(r, shape, rate) for W) fails the Geweke test with |z| up to ~570
 against a limit of 4.06.
 """
+import os
 import subprocess
 import sys
 import textwrap
@@ -260,5 +261,7 @@ def test_chain_and_data_collected_in_a_cycle():
             np.ones((6, 6, 50))
             gc.collect()
     """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    # from the tests folder: in the repository root, `-c` would import the source tree
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=os.path.dirname(os.path.abspath(__file__)))
     assert proc.returncode == 0, proc.stderr[-2000:]
