@@ -7,8 +7,27 @@ cimport cython
 
 from libc.stdint cimport int64_t
 
-from pymf._core cimport PYMF_EINVAL, pymf_error, pymf_error_clear, pymf_status
+from pymf._core cimport (PYMF_EINVAL, PYMF_PRIOR_EXPONENTIAL, PYMF_PRIOR_GAUSSIAN, pymf_error,
+                         pymf_error_clear, pymf_nmf_model, pymf_status)
 from pymf._status cimport check
+
+
+_PRIORS = {"exponential": PYMF_PRIOR_EXPONENTIAL, "gaussian": PYMF_PRIOR_GAUSSIAN}
+
+
+cdef pymf_nmf_model nmf_model(int rank, double beta, double phi, str prior, double lam_w,
+                              double lam_h) except *:
+    """The C description of a Tweedie NMF model (validated again by the C core)."""
+    cdef pymf_nmf_model model
+    if prior not in _PRIORS:
+        raise ValueError(f"prior must be one of {sorted(_PRIORS)}, got {prior!r}")
+    model.likelihood.rank = rank
+    model.likelihood.beta = beta
+    model.likelihood.phi = phi
+    model.prior = _PRIORS[prior]
+    model.lam_w = lam_w
+    model.lam_h = lam_h
+    return model
 
 
 # The C object points into `data`: the cycle collector must not clear that reference

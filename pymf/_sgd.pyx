@@ -11,11 +11,10 @@ from pymf._core cimport (pymf_status, PYMF_OPT_DSGD, PYMF_OPT_SGD, PYMF_PARTS_CY
                          pymf_error_clear, pymf_nmf_model, pymf_sgd, pymf_sgd_config,
                          pymf_sgd_create, pymf_sgd_destroy, pymf_sgd_get_state, pymf_sgd_loglik,
                          pymf_sgd_run, pymf_sgd_set_state)
-from pymf._chain cimport FactorChain
+from pymf._chain cimport FactorChain, nmf_model
 from pymf._status cimport check
 
 _KINDS = {"sgd": PYMF_OPT_SGD, "dsgd": PYMF_OPT_DSGD}
-_PRIORS = {"exponential": PYMF_PRIOR_EXPONENTIAL, "gaussian": PYMF_PRIOR_GAUSSIAN}
 _ORDERS = {"cyclic": PYMF_PARTS_CYCLIC, "random": PYMF_PARTS_RANDOM}
 
 
@@ -35,12 +34,7 @@ cdef class Optimiser(FactorChain):
         self.opt = NULL
         self.data = data
         self.rank = rank
-        model.likelihood.rank = rank
-        model.likelihood.beta = beta
-        model.likelihood.phi = phi
-        model.prior = _PRIORS[prior]
-        model.lam_w = lam_w
-        model.lam_h = lam_h
+        model = nmf_model(rank, beta, phi, prior, lam_w, lam_h)
         config.kind = _KINDS[kind]
         config.batch_size = batch_size
         config.part_order = _ORDERS[part_order]

@@ -15,13 +15,12 @@ from pymf._core cimport (pymf_status, PYMF_LD, PYMF_PARTS_CYCLIC, PYMF_PARTS_RAN
                          pymf_langevin_get_cols, pymf_langevin_set_cols, pymf_langevin_set_totals,
                          pymf_nmf_model, pymf_noise_row, pymf_noise_rows, pymf_philox4x32_10,
                          pymf_sgld_minibatch, pymf_stream_seed)
-from pymf._chain cimport FactorChain
+from pymf._chain cimport FactorChain, nmf_model
 from pymf._status cimport check
 
 STREAM_W = PYMF_STREAM_W
 STREAM_H = PYMF_STREAM_H
 _KINDS = {"ld": PYMF_LD, "sgld": PYMF_SGLD, "psgld": PYMF_PSGLD}
-_PRIORS = {"exponential": PYMF_PRIOR_EXPONENTIAL, "gaussian": PYMF_PRIOR_GAUSSIAN}
 _ORDERS = {"cyclic": PYMF_PARTS_CYCLIC, "random": PYMF_PARTS_RANDOM}
 
 
@@ -46,12 +45,7 @@ cdef class LangevinChain(FactorChain):
         self.chain = NULL
         self.data = data
         self.rank = rank
-        model.likelihood.rank = rank
-        model.likelihood.beta = beta
-        model.likelihood.phi = phi
-        model.prior = _PRIORS[prior]
-        model.lam_w = lam_w
-        model.lam_h = lam_h
+        model = nmf_model(rank, beta, phi, prior, lam_w, lam_h)
         config.kind = _KINDS[kind]
         config.batch_size = batch_size
         config.part_order = _ORDERS[part_order]
