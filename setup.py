@@ -44,7 +44,7 @@ def binding(name):
 
 
 extensions = [binding(name) for name in ("_status", "_core_info", "_blocks", "_tweedie", "_chain",
-                                         "_sgld", "_sgd", "_gibbs_nmf")]
+                                         "_sgld", "_sgd", "_gibbs_nmf", "_bpmf")]
 
 
 

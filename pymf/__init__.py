@@ -6,6 +6,7 @@ SGLD) over a C core with Cython bindings. See README.md and DESIGN.md.
 __version__ = "0.1.0"
 
 from pymf import datasets
+from pymf.bpmf import BPMF, DSGLD, AnnealedStep, BPMFGibbs, BPMFResult
 from pymf.data import Ratings
 from pymf.errors import DivergenceError
 from pymf.gibbs import Gibbs
@@ -17,4 +18,5 @@ from pymf.sampling import sample
 
 __all__ = ["datasets", "Ratings", "DivergenceError", "TweedieNMF", "SampleResult", "load", "LD",
            "SGLD", "PSGLD", "ConstantStep", "PolynomialDecay", "sample", "SGD", "DSGD", "fit",
-           "FitResult", "Gibbs", "__version__"]
+           "FitResult", "Gibbs", "BPMF", "DSGLD", "AnnealedStep", "BPMFGibbs", "BPMFResult",
+           "__version__"]

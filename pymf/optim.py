@@ -107,6 +107,9 @@ def fit(model, data, optimizer, n_epochs=10, seed=0, init=None, test=None, trace
     trace_every: iterations between trace points (default: one per epoch).
     A non-finite move raises pymf.DivergenceError (the last finite state attached).
     """
+    from pymf.bpmf import BPMF, fit_bpmf
+    if isinstance(model, BPMF):
+        return fit_bpmf(model, data, optimizer, n_epochs=n_epochs, seed=seed, test=test)
     if not isinstance(optimizer, (SGD, DSGD)):
         raise ValueError(f"optimizer must be pymf.SGD or pymf.DSGD, got {optimizer!r}")
     n_epochs = check_count(n_epochs, "n_epochs", 1)

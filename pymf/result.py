@@ -135,6 +135,9 @@ def load(path, mmap=False):
     else:
         archive = np.load(path, allow_pickle=False)
         meta = json.loads(str(archive["meta"]))
+        if meta.get("kind") == "bpmf":
+            from pymf.bpmf import load_bpmf
+            return load_bpmf(archive, meta)
 
         def get(name):
             return archive[name] if name in archive.files else None

@@ -328,7 +328,7 @@ def check_init(init, shape, rank, model):
 
 def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, init=None, test=None,
            trace_every=None, sample_dir=None, keep_samples=True, checkpoint=None,
-           checkpoint_every=None, progress=None, callback=None):
+           checkpoint_every=None, progress=None, callback=None, burnin_rmse=None):
     """Run `sampler` on `model` given `data`; return a SampleResult.
 
     Runs `burnin` iterations, then `n_samples` iterations, keeping every `thin`-th of the
@@ -341,6 +341,11 @@ def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, init=None,
     so far (result.interrupted is True). A non-finite update raises pymf.DivergenceError,
     which carries the last finite state and the partial result.
     """
+    from pymf.bpmf import BPMF
+    if isinstance(model, BPMF):  # Bayesian PMF: pymf.bpmf (burnin_rmse is for it only)
+        return _sample_bpmf(model, data, sampler, n_samples, burnin, thin, seed, init, test,
+                            trace_every, sample_dir, keep_samples, checkpoint, checkpoint_every,
+                            progress, callback, burnin_rmse)
     if not hasattr(sampler, "make_chain"):
         raise ValueError(f"unknown sampler {sampler!r}: use pymf.LD, pymf.SGLD, pymf.PSGLD or "
                          "pymf.Gibbs (pymf.SGD / pymf.DSGD optimise: use pymf.fit)")
@@ -420,3 +425,23 @@ def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, init=None,
         if progress_bar is not None:
             progress_bar.close()
     return run.result(interrupted=interrupted)
+
+
+def _sample_bpmf(model, data, sampler, n_samples, burnin, thin, seed, init, test, trace_every,
+                 sample_dir, keep_samples, checkpoint, checkpoint_every, progress, callback,
+                 burnin_rmse):
+    """pymf.sample for a BPMF model (pymf.bpmf.sample_bpmf): SGLD means DSGLD with one chain
+    and one block; the options that only the NMF samplers have are refused by name."""
+    from pymf.bpmf import DSGLD, sample_bpmf
+    from pymf.samplers import SGLD
+    for name, value in (("init", init), ("sample_dir", sample_dir), ("checkpoint", checkpoint),
+                        ("checkpoint_every", checkpoint_every)):
+        if value is not None:
+            raise ValueError(f"{name}= is not supported for BPMF models yet")
+    if isinstance(sampler, SGLD):
+        n = model.check_data(data).nnz
+        sampler = DSGLD(chains=1, split="square", blocks=1, batch_size=sampler.batch_size(n),
+                        step_size=sampler.step_size, workers=sampler.n_threads or None)
+    return sample_bpmf(model, data, sampler, n_samples, burnin=burnin, thin=thin, seed=seed,
+                       test=test, trace_every=trace_every, keep_samples=keep_samples,
+                       progress=progress, callback=callback, burnin_rmse=burnin_rmse)

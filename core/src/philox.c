@@ -25,9 +25,10 @@ static void philox_lanes(int n, uint32_t *c0, uint32_t *c1, uint32_t *c2, uint32
     }
 }
 
+/* Row r of the output holds the noise of counter row ids[r] (ids != NULL) or first_row + r. */
 PYMF_VECTOR_CLONES
-void pymf_noise_rows(uint64_t seed, uint32_t stream, uint64_t t, uint32_t first_row,
-                     uint32_t n_rows, int rank, double *out)
+static void noise_rows(uint64_t seed, uint32_t stream, uint64_t t, uint32_t first_row,
+                       const uint32_t *ids, uint32_t n_rows, int rank, double *out)
 {
     const uint32_t groups = (uint32_t)((rank + 3) / 4);
     const uint32_t total = groups * n_rows;
@@ -35,13 +36,13 @@ void pymf_noise_rows(uint64_t seed, uint32_t stream, uint64_t t, uint32_t first_
     const uint32_t key0 = (uint32_t)seed, key1 = (uint32_t)(seed >> 32);
     uint32_t c0[PYMF_NOISE_LANES], c1[PYMF_NOISE_LANES], c2[PYMF_NOISE_LANES], c3[PYMF_NOISE_LANES];
     double z[4 * PYMF_NOISE_LANES];
-    uint32_t row = first_row, group = 0;
+    uint32_t row = 0, group = 0;  /* output row and group of the next lane */
     for (uint32_t start = 0; start < total; start += PYMF_NOISE_LANES) {
         const int n = (int)(total - start < PYMF_NOISE_LANES ? total - start : PYMF_NOISE_LANES);
         uint32_t r = row, g = group;
         for (int l = 0; l < n; ++l) {
             c0[l] = g;
-            c1[l] = r;
+            c1[l] = ids != NULL ? ids[r] : first_row + r;
             c2[l] = t_lo;
             c3[l] = tag;
             if (++g == groups) {
@@ -57,7 +58,7 @@ void pymf_noise_rows(uint64_t seed, uint32_t stream, uint64_t t, uint32_t first_
         /* scatter: lane l holds slots 4g..4g+3 of its row; slots >= rank are dropped */
         for (int l = 0; l < n; ++l) {
             const int base = 4 * (int)group;
-            double *dst = out + (size_t)(row - first_row) * (size_t)rank;
+            double *dst = out + (size_t)row * (size_t)rank;
             for (int lane = 0; lane < 4 && base + lane < rank; ++lane)
                 dst[base + lane] = z[4 * l + lane];
             if (++group == groups) {
@@ -66,4 +67,16 @@ void pymf_noise_rows(uint64_t seed, uint32_t stream, uint64_t t, uint32_t first_
             }
         }
     }
+}
+
+void pymf_noise_rows(uint64_t seed, uint32_t stream, uint64_t t, uint32_t first_row,
+                     uint32_t n_rows, int rank, double *out)
+{
+    noise_rows(seed, stream, t, first_row, NULL, n_rows, rank, out);
+}
+
+void pymf_noise_row_list(uint64_t seed, uint32_t stream, uint64_t t, const uint32_t *rows,
+                         uint32_t n_rows, int rank, double *out)
+{
+    noise_rows(seed, stream, t, 0, rows, n_rows, rank, out);
 }

@@ -169,6 +169,10 @@ PYMF_HD void pymf_noise_row(uint64_t seed, uint32_t stream, uint64_t t, uint32_t
  * at a time in plain loops that the compiler vectorises. */
 void pymf_noise_rows(uint64_t seed, uint32_t stream, uint64_t t, uint32_t first_row,
                      uint32_t n_rows, int rank, double *out);
+/* The same for a list of (not necessarily contiguous) rows: out row r = pymf_noise_row of
+ * rows[r]. */
+void pymf_noise_row_list(uint64_t seed, uint32_t stream, uint64_t t, const uint32_t *rows,
+                         uint32_t n_rows, int rank, double *out);
 #endif
 
 #endif

@@ -1,0 +1,192 @@
+/*
+ * pymf/bpmf.h: Bayesian probabilistic matrix factorisation sampled by distributed SGLD
+ * (Ahn, Korattikara, Liu, Rajan & Welling, KDD 2015; DESIGN.md section 3.3).
+ *
+ * Model:  r_ij ~ N(rbar + u_i . v_j + a_i + b_j, 1/tau),
+ *         u_i ~ N(0, diag(lam_u)^-1), v_j ~ N(0, diag(lam_v)^-1),
+ *         a_i ~ N(0, 1/lam_a), b_j ~ N(0, 1/lam_b), every precision ~ Gamma(alpha0, rate beta0).
+ *
+ * Layout: users and items are in "grid order" (the Python layer permutes them), cut into
+ * P row stripes and Q column stripes; block s = p * Q + q holds the ratings of stripe p x
+ * stripe q, contiguous in the entry arrays. An orthogonal group is min(P, Q) blocks that
+ * share no stripe; there are n_groups = max(P, Q) groups and every block is in exactly one.
+ * Chain c works on group (c + r - 1) mod n_groups in round r (1-based): the scheduler
+ * rotates the chains over the groups, each block visited with frequency v(s) = 1/n_groups.
+ *
+ * One DSGLD step on block s (library convention theta += eps grad + N(0, 2 eps); the paper
+ * writes eps/2 and N(0, eps), so its eps0 is twice ours): m ratings drawn with replacement
+ * from the block; for every user i in the minibatch
+ *   u_i += eps (N_s / (v(s) m) sum_n tau e_n v_j  -  lam_u u_i / hbar_i) + sqrt(2 eps) z,
+ *   hbar_i = sum_s v(s) (1 - (1 - N_i^(s) / N_s)^m)          (bias corrector),
+ * and likewise for items and the biases. Unlike the paper, the noise of a touched row has
+ * variance 2 eps / hbar_i (noise_correction = 1, the default): with 2 eps the chain samples
+ * a tempered posterior (see bpmf.c and tests/test_bpmf.py, which shows both). The estimator is unbiased for the gradient of the
+ * log posterior given the precisions, averaged over the schedule and the minibatch.
+ *
+ * Randomness: minibatch indices and Langevin noise come from Philox keyed by the chain's
+ * noise seed and indexed by (step, block, draw) and (step, row, k): any thread or MPI rank
+ * that runs a block computes the same bits. The Gibbs draws of the precisions use a GSL
+ * mt19937 reseeded per round from the chain's hyper seed (pymf/rng.h).
+ */
+#ifndef PYMF_BPMF_H
+#define PYMF_BPMF_H
+
+#include "pymf/common.h"
+
+/* Philox stream tags of the BPMF samplers (the Tweedie samplers use 1 and 2). */
+#define PYMF_STREAM_BPMF_U 3u
+#define PYMF_STREAM_BPMF_V 4u
+#define PYMF_STREAM_BPMF_BATCH 5u
+#define PYMF_STREAM_BPMF_GIBBS_U 6u
+#define PYMF_STREAM_BPMF_GIBBS_V 7u
+
+typedef struct {
+    int rank;            /* D >= 1 */
+    double tau;          /* noise precision, > 0 */
+    double mean_rating;  /* rbar, finite */
+    int use_bias;        /* 1: a_i and b_j are in the model; 0: they stay 0 */
+    double alpha0;       /* Gamma hyperprior shape of every precision, > 0 */
+    double beta0;        /* Gamma hyperprior rate, > 0 */
+} pymf_bpmf_model;
+
+/* The ratings, block by block (arrays owned by the caller). */
+typedef struct {
+    int64_t n_users, n_items, nnz;
+    int n_row_blocks, n_col_blocks;  /* P, Q */
+    const int64_t *row_start;        /* P + 1 stripe boundaries, in grid order */
+    const int64_t *col_start;        /* Q + 1 */
+    const int64_t *block_ptr;        /* P * Q + 1: block s is [block_ptr[s], block_ptr[s+1]) */
+    const int32_t *users;            /* grid-order user of each entry */
+    const int32_t *items;
+    const double *ratings;
+} pymf_bpmf_data;
+
+/* The parameters of one chain in grid order. lambdas = lam_u[D], lam_v[D], lam_a, lam_b. */
+typedef struct {
+    double *U;  /* n_users x D */
+    double *V;  /* n_items x D */
+    double *a;  /* n_users */
+    double *b;  /* n_items */
+    double *lambdas;
+} pymf_bpmf_params;
+
+pymf_status pymf_bpmf_check(const pymf_bpmf_model *model, const pymf_bpmf_data *data,
+                            pymf_error *err);
+static inline int pymf_bpmf_n_groups(const pymf_bpmf_data *d)
+{
+    return d->n_row_blocks > d->n_col_blocks ? d->n_row_blocks : d->n_col_blocks;
+}
+static inline int pymf_bpmf_group_size(const pymf_bpmf_data *d)
+{
+    return d->n_row_blocks < d->n_col_blocks ? d->n_row_blocks : d->n_col_blocks;
+}
+/* Block of slot k (0 <= k < group size) of group g. */
+int pymf_bpmf_group_block(const pymf_bpmf_data *d, int group, int slot);
+/* The group chain c (0-based) works on in round r (1-based). */
+static inline int pymf_bpmf_chain_group(const pymf_bpmf_data *d, int chain, int64_t round)
+{
+    return (int)(((int64_t)chain + round - 1) % pymf_bpmf_n_groups(d));
+}
+
+/* Bias correctors hbar (n_users and n_items) for minibatches of m ratings. Rows without
+ * ratings get 0 (they are never in a minibatch). */
+void pymf_bpmf_bias_correctors(const pymf_bpmf_data *d, int64_t m, double *h_user,
+                               double *h_item);
+
+/* Predictions rbar + u.v + a + b for n (user, item) pairs in grid order. */
+void pymf_bpmf_predict(const pymf_bpmf_model *model, const pymf_bpmf_params *p, int64_t n,
+                       const int32_t *users, const int32_t *items, double *out);
+/* Sum of squared training residuals (fixed summation order, OpenMP over blocks). */
+double pymf_bpmf_sq_error(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
+                          const pymf_bpmf_params *p, int n_threads);
+/* Log posterior of (U, V, a, b) given the precisions, up to a constant, and its gradient
+ * (each out array may be NULL). */
+double pymf_bpmf_log_posterior(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
+                               const pymf_bpmf_params *p, double *gU, double *gV, double *ga,
+                               double *gb);
+/* One Gibbs draw of the precisions given (U, V, a, b): lam ~ Gamma(alpha0 + n/2, rate
+ * beta0 + sum x^2 / 2), from a GSL mt19937 seeded with `seed`. */
+pymf_status pymf_bpmf_sample_precisions(const pymf_bpmf_model *model, int64_t n_users,
+                                        int64_t n_items, pymf_bpmf_params *p,
+                                        unsigned long seed, pymf_error *err);
+
+/* ---- DSGLD: the work of one block in one round (shared by threads and MPI workers) ---- */
+
+typedef struct pymf_dsgld_scratch pymf_dsgld_scratch;
+pymf_dsgld_scratch *pymf_dsgld_scratch_create(int rank, int64_t max_stripe_users,
+                                              int64_t max_stripe_items, int64_t batch_size);
+void pymf_dsgld_scratch_destroy(pymf_dsgld_scratch *s);
+
+/* One block's ratings and correctors; users/items are grid ids, the parameter slices
+ * passed with it start at user_offset / item_offset. */
+typedef struct {
+    int block_id;
+    int64_t n_entries;
+    const int32_t *users, *items;
+    const double *ratings;
+    int64_t user_offset, n_stripe_users, item_offset, n_stripe_items;
+    const double *h_user, *h_item;  /* correctors of the stripe's rows */
+    double visit_rate;              /* v(s) = 1 / n_groups */
+} pymf_dsgld_block;
+
+typedef struct {
+    uint64_t noise_seed;  /* the chain's Philox key */
+    int64_t batch_size;   /* m */
+    int add_noise;        /* 1: DSGLD; 0: stochastic gradient ascent on the log posterior */
+    int noise_correction; /* 1: noise N(0, 2 eps / hbar) for a touched row (see bpmf.c);
+                             0: N(0, 2 eps) as written in the paper */
+} pymf_dsgld_stepper;
+
+/* n_steps steps on one block with step size eps; steps first_step, first_step + 1, ... (the
+ * global step ids the randomness is indexed by). The slices are updated in place. Returns
+ * PYMF_EDIVERGED with err->iteration = the step if a value becomes non-finite. */
+pymf_status pymf_dsgld_block_steps(const pymf_bpmf_model *model, const pymf_dsgld_block *blk,
+                                   const pymf_dsgld_stepper *st, double *U, double *V,
+                                   double *a, double *b, const double *lambdas,
+                                   int64_t first_step, int n_steps, double eps,
+                                   pymf_dsgld_scratch *scratch, pymf_error *err);
+/* The estimator of one step (no update): gradients of the stripe's rows, zero for rows not
+ * in the minibatch. gU: n_stripe_users x D, ga: n_stripe_users, etc. */
+pymf_status pymf_dsgld_block_gradient(const pymf_bpmf_model *model, const pymf_dsgld_block *blk,
+                                      const pymf_dsgld_stepper *st, const double *U,
+                                      const double *V, const double *a, const double *b,
+                                      const double *lambdas, int64_t step,
+                                      pymf_dsgld_scratch *scratch, double *gU, double *gV,
+                                      double *ga, double *gb, pymf_error *err);
+
+/* ---- DSGLD over several chains in shared memory ---- */
+
+typedef struct {
+    int n_chains;
+    int64_t batch_size;  /* m */
+    int round_length;    /* gamma: steps per round */
+    int hyper_every;     /* Gibbs draw of the precisions after every this many rounds; 0: never */
+    int add_noise;
+    int noise_correction;
+    int n_threads;       /* <= 0: OpenMP default */
+} pymf_dsgld_config;
+
+typedef struct pymf_dsgld pymf_dsgld;
+
+/* noise_seeds and hyper_seeds: one per chain. The object keeps pointers to data. */
+pymf_dsgld *pymf_dsgld_create(const pymf_bpmf_model *model, const pymf_bpmf_data *data,
+                              const pymf_dsgld_config *config, const uint64_t *noise_seeds,
+                              const uint64_t *hyper_seeds, pymf_error *err);
+void pymf_dsgld_destroy(pymf_dsgld *d);
+void pymf_dsgld_set_threads(pymf_dsgld *d, int n_threads);
+pymf_status pymf_dsgld_set_state(pymf_dsgld *d, int chain, const double *U, const double *V,
+                                 const double *a, const double *b, const double *lambdas,
+                                 int64_t round, pymf_error *err);
+void pymf_dsgld_get_state(const pymf_dsgld *d, int chain, double *U, double *V, double *a,
+                          double *b, double *lambdas, int64_t *round);
+/* Runs n_rounds rounds of every chain; eps[r] is the step size of the r-th of them. On
+ * divergence every chain is put back to its state before the failing round. */
+pymf_status pymf_dsgld_run(pymf_dsgld *d, int64_t n_rounds, const double *eps, pymf_error *err);
+/* Gibbs draw of the precisions (and of rows without ratings, from their prior) of one chain,
+ * as done after round `round`; exposed for the MPI parameter server. */
+pymf_status pymf_dsgld_hyper_step(const pymf_bpmf_model *model, const pymf_bpmf_data *data,
+                                  pymf_bpmf_params *p, const double *h_user, const double *h_item,
+                                  uint64_t hyper_seed, int64_t round, pymf_error *err);
+const pymf_bpmf_params *pymf_dsgld_params(const pymf_dsgld *d, int chain);
+
+#endif

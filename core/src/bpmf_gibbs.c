@@ -1,0 +1,373 @@
+#include "pymf/bpmf_gibbs.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_blas.h>
+#include <gsl/gsl_linalg.h>
+#include <gsl/gsl_matrix.h>
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+
+#include "pymf/philox.h"
+#include "pymf/rng.h"
+
+struct pymf_bpmf_gibbs {
+    pymf_bpmf_model model;
+    const pymf_bpmf_rows *rows;
+    pymf_bpmf_gibbs_config config;
+    int64_t hyper_size;
+    double *U, *V, *a, *b, *hyper;
+    pymf_bpmf_params params;
+    int64_t sweep;
+};
+
+int64_t pymf_bpmf_gibbs_hyper_size(int rank, int hyperprior)
+{
+    const int64_t D = rank;
+    return hyperprior == PYMF_BPMF_HYPER_WISHART ? 2 * D + 2 * D * D + 2 : 2 * D + 2;
+}
+
+void pymf_bpmf_gibbs_destroy(pymf_bpmf_gibbs *g)
+{
+    if (g == NULL)
+        return;
+    free(g->U);
+    free(g->V);
+    free(g->a);
+    free(g->b);
+    free(g->hyper);
+    free(g);
+}
+
+pymf_bpmf_gibbs *pymf_bpmf_gibbs_create(const pymf_bpmf_model *model, const pymf_bpmf_rows *rows,
+                                        const pymf_bpmf_gibbs_config *config, pymf_error *err)
+{
+    pymf_gsl_quiet();
+    if (pymf_bpmf_check(model, NULL, err) != PYMF_OK)
+        return NULL;
+    const int D = model->rank;
+    if (config->hyperprior != PYMF_BPMF_HYPER_GAMMA && config->hyperprior != PYMF_BPMF_HYPER_WISHART) {
+        pymf_fail(err, PYMF_EINVAL, "unknown hyperprior %d", config->hyperprior);
+        return NULL;
+    }
+    if (config->hyperprior == PYMF_BPMF_HYPER_WISHART &&
+        (!(config->nw_beta0 > 0.0) || !(config->nw_nu0 > D - 1) || !(config->nw_w0 > 0.0))) {
+        pymf_fail(err, PYMF_EINVAL,
+                  "Normal-Wishart hyperprior needs beta0 > 0, nu0 > rank - 1 and w0 > 0 "
+                  "(got %g, %g, %g)", config->nw_beta0, config->nw_nu0, config->nw_w0);
+        return NULL;
+    }
+    if (rows->n_users < 1 || rows->n_items < 1) {
+        pymf_fail(err, PYMF_EINVAL, "BPMF needs at least one user and one item");
+        return NULL;
+    }
+    for (int64_t i = 0; i < rows->n_users; ++i)
+        for (int64_t e = rows->user_ptr[i]; e < rows->user_ptr[i + 1]; ++e)
+            if (rows->user_items[e] < 0 || rows->user_items[e] >= rows->n_items ||
+                !isfinite(rows->user_ratings[e])) {
+                pymf_fail(err, PYMF_EINVAL, "bad rating %lld of user %lld", (long long)e,
+                          (long long)i);
+                return NULL;
+            }
+    pymf_bpmf_gibbs *g = calloc(1, sizeof *g);
+    if (g == NULL) {
+        pymf_fail(err, PYMF_ENOMEM, "out of memory");
+        return NULL;
+    }
+    g->model = *model;
+    g->rows = rows;
+    g->config = *config;
+    g->hyper_size = pymf_bpmf_gibbs_hyper_size(D, config->hyperprior);
+    g->U = calloc((size_t)(rows->n_users * D), sizeof(double));
+    g->V = calloc((size_t)(rows->n_items * D), sizeof(double));
+    g->a = calloc((size_t)rows->n_users, sizeof(double));
+    g->b = calloc((size_t)rows->n_items, sizeof(double));
+    g->hyper = calloc((size_t)g->hyper_size, sizeof(double));
+    if (g->U == NULL || g->V == NULL || g->a == NULL || g->b == NULL || g->hyper == NULL) {
+        pymf_bpmf_gibbs_destroy(g);
+        pymf_fail(err, PYMF_ENOMEM, "out of memory for the BPMF Gibbs state");
+        return NULL;
+    }
+    g->params.U = g->U;
+    g->params.V = g->V;
+    g->params.a = g->a;
+    g->params.b = g->b;
+    g->params.lambdas = g->hyper;
+    return g;
+}
+
+void pymf_bpmf_gibbs_set_threads(pymf_bpmf_gibbs *g, int n_threads) { g->config.n_threads = n_threads; }
+
+const pymf_bpmf_params *pymf_bpmf_gibbs_params(const pymf_bpmf_gibbs *g) { return &g->params; }
+
+pymf_status pymf_bpmf_gibbs_set_state(pymf_bpmf_gibbs *g, const double *U, const double *V,
+                                      const double *a, const double *b, const double *hyper,
+                                      int64_t sweep, pymf_error *err)
+{
+    const int D = g->model.rank;
+    const int64_t L = g->rows->n_users, M = g->rows->n_items;
+    const struct { const double *src; int64_t n; } parts[5] = {
+        {U, L * D}, {V, M * D}, {a, L}, {b, M}, {hyper, g->hyper_size}};
+    for (int k = 0; k < 5; ++k)
+        for (int64_t e = 0; e < parts[k].n; ++e)
+            if (!isfinite(parts[k].src[e]))
+                return pymf_fail(err, PYMF_EINVAL, "the initial BPMF Gibbs state is not finite");
+    if (sweep < 0)
+        return pymf_fail(err, PYMF_EINVAL, "the sweep must be >= 0");
+    memcpy(g->U, U, (size_t)(L * D) * sizeof(double));
+    memcpy(g->V, V, (size_t)(M * D) * sizeof(double));
+    for (int64_t i = 0; i < L; ++i)
+        g->a[i] = g->model.use_bias ? a[i] : 0.0;
+    for (int64_t j = 0; j < M; ++j)
+        g->b[j] = g->model.use_bias ? b[j] : 0.0;
+    memcpy(g->hyper, hyper, (size_t)g->hyper_size * sizeof(double));
+    g->sweep = sweep;
+    return PYMF_OK;
+}
+
+void pymf_bpmf_gibbs_get_state(const pymf_bpmf_gibbs *g, double *U, double *V, double *a,
+                               double *b, double *hyper, int64_t *sweep)
+{
+    const int D = g->model.rank;
+    const int64_t L = g->rows->n_users, M = g->rows->n_items;
+    if (U != NULL)
+        memcpy(U, g->U, (size_t)(L * D) * sizeof(double));
+    if (V != NULL)
+        memcpy(V, g->V, (size_t)(M * D) * sizeof(double));
+    if (a != NULL)
+        memcpy(a, g->a, (size_t)L * sizeof(double));
+    if (b != NULL)
+        memcpy(b, g->b, (size_t)M * sizeof(double));
+    if (hyper != NULL)
+        memcpy(hyper, g->hyper, (size_t)g->hyper_size * sizeof(double));
+    if (sweep != NULL)
+        *sweep = g->sweep;
+}
+
+static double gamma_precision(gsl_rng *rng, const pymf_bpmf_model *m, int64_t n, double sum_sq)
+{
+    return gsl_ran_gamma(rng, m->alpha0 + 0.5 * (double)n, 1.0 / (m->beta0 + 0.5 * sum_sq));
+}
+
+/* Normal-Wishart posterior draw of (mu, Lambda) given the n rows of X (n x D):
+ * beta* = beta0 + n, nu* = nu0 + n, mu* = n xbar / (beta0 + n),
+ * W*^-1 = W0^-1 + n S + beta0 n / (beta0 + n) xbar xbar^T (prior mean 0). */
+static pymf_status draw_normal_wishart(gsl_rng *rng, const pymf_bpmf_gibbs_config *c, int D,
+                                       int64_t n, const double *X, double *mu, double *Lambda,
+                                       pymf_error *err)
+{
+    gsl_matrix *A = gsl_matrix_calloc((size_t)D, (size_t)D);
+    gsl_matrix *result = gsl_matrix_alloc((size_t)D, (size_t)D);
+    gsl_matrix *work = gsl_matrix_alloc((size_t)D, (size_t)D);
+    double *xbar = calloc((size_t)D, sizeof *xbar);
+    double *z = calloc((size_t)D, sizeof *z);
+    pymf_status status = PYMF_OK;
+    if (A == NULL || result == NULL || work == NULL || xbar == NULL || z == NULL) {
+        status = pymf_fail(err, PYMF_ENOMEM, "out of memory in the Normal-Wishart draw");
+        goto done;
+    }
+    for (int64_t i = 0; i < n; ++i)
+        for (int k = 0; k < D; ++k)
+            xbar[k] += X[i * D + k];
+    for (int k = 0; k < D; ++k)
+        xbar[k] /= (double)n;
+    /* n S = sum (x - xbar)(x - xbar)^T */
+    for (int64_t i = 0; i < n; ++i)
+        for (int k = 0; k < D; ++k) {
+            const double dk = X[i * D + k] - xbar[k];
+            for (int l = 0; l <= k; ++l)
+                gsl_matrix_set(A, k, l, gsl_matrix_get(A, k, l) + dk * (X[i * D + l] - xbar[l]));
+        }
+    const double shrink = c->nw_beta0 * (double)n / (c->nw_beta0 + (double)n);
+    for (int k = 0; k < D; ++k)
+        for (int l = 0; l <= k; ++l) {
+            double v = gsl_matrix_get(A, k, l) + shrink * xbar[k] * xbar[l];
+            if (k == l)
+                v += 1.0 / c->nw_w0;
+            gsl_matrix_set(A, k, l, v);
+            gsl_matrix_set(A, l, k, v);
+        }
+    /* W* = A^-1, then its Cholesky factor for gsl_ran_wishart */
+    if (gsl_linalg_cholesky_decomp1(A) != 0 || gsl_linalg_cholesky_invert(A) != 0 ||
+        gsl_linalg_cholesky_decomp1(A) != 0) {
+        status = pymf_fail(err, PYMF_ENUMERIC, "the Normal-Wishart scale matrix is not positive definite");
+        goto done;
+    }
+    for (int k = 0; k < D; ++k)
+        for (int l = k + 1; l < D; ++l)
+            gsl_matrix_set(A, k, l, 0.0);
+    if (gsl_ran_wishart(rng, c->nw_nu0 + (double)n, A, result, work) != 0) {
+        status = pymf_fail(err, PYMF_ENUMERIC, "GSL's Wishart draw failed");
+        goto done;
+    }
+    for (int k = 0; k < D; ++k)
+        for (int l = 0; l < D; ++l)
+            Lambda[k * D + l] = gsl_matrix_get(result, k, l);
+    /* mu ~ N(mu*, (beta* Lambda)^-1): mu* + L^-T z with L L^T = beta* Lambda */
+    const double beta_star = c->nw_beta0 + (double)n;
+    for (int k = 0; k < D; ++k)
+        for (int l = 0; l < D; ++l)
+            gsl_matrix_set(work, k, l, beta_star * Lambda[k * D + l]);
+    if (gsl_linalg_cholesky_decomp1(work) != 0) {
+        status = pymf_fail(err, PYMF_ENUMERIC, "a Wishart draw is not positive definite");
+        goto done;
+    }
+    for (int k = 0; k < D; ++k)
+        z[k] = gsl_ran_gaussian(rng, 1.0);
+    gsl_vector_view zv = gsl_vector_view_array(z, (size_t)D);
+    gsl_blas_dtrsv(CblasLower, CblasTrans, CblasNonUnit, work, &zv.vector);
+    for (int k = 0; k < D; ++k)
+        mu[k] = (double)n * xbar[k] / beta_star + z[k];
+done:
+    gsl_matrix_free(A);
+    gsl_matrix_free(result);
+    gsl_matrix_free(work);
+    free(xbar);
+    free(z);
+    return status;
+}
+
+/* Draws the hyper-parameters of one side (users: side 0, items: side 1) given its rows. */
+static pymf_status draw_side_hyper(pymf_bpmf_gibbs *g, int side, gsl_rng *rng, pymf_error *err)
+{
+    const int D = g->model.rank;
+    const int64_t n = side == 0 ? g->rows->n_users : g->rows->n_items;
+    const double *X = side == 0 ? g->U : g->V, *bias = side == 0 ? g->a : g->b;
+    double *hyper = g->hyper;
+    double *lam_bias = &hyper[g->hyper_size - 2 + side];
+    if (g->config.hyperprior == PYMF_BPMF_HYPER_WISHART) {
+        double *mu = hyper + (int64_t)side * (D + D * D);
+        const pymf_status status = draw_normal_wishart(rng, &g->config, D, n, X, mu, mu + D, err);
+        if (status != PYMF_OK)
+            return status;
+    } else {
+        for (int k = 0; k < D; ++k) {
+            double s = 0.0;
+            for (int64_t i = 0; i < n; ++i)
+                s += X[i * D + k] * X[i * D + k];
+            hyper[side * D + k] = gamma_precision(rng, &g->model, n, s);
+        }
+    }
+    if (g->model.use_bias) {
+        double s = 0.0;
+        for (int64_t i = 0; i < n; ++i)
+            s += bias[i] * bias[i];
+        *lam_bias = gamma_precision(rng, &g->model, n, s);
+    }
+    return PYMF_OK;
+}
+
+/* Draws every row of one side given the other side and the hyper-parameters: row x_i =
+ * (u_i, a_i) ~ N(P^-1 h, P^-1), P = P0 + tau sum f f^T, h = P0 m0 + tau sum (r - rbar - c_j) f,
+ * with f = (v_j, 1) and c_j = b_j. Returns the number of rows whose precision was not
+ * positive definite (0 when all went well). */
+static int64_t draw_side_rows(pymf_bpmf_gibbs *g, int side)
+{
+    const pymf_bpmf_model *m = &g->model;
+    const int D = m->rank, bias = m->use_bias, w = D + bias;
+    const pymf_bpmf_rows *R = g->rows;
+    const int64_t n = side == 0 ? R->n_users : R->n_items;
+    const int64_t *ptr = side == 0 ? R->user_ptr : R->item_ptr;
+    const int32_t *other = side == 0 ? R->user_items : R->item_users;
+    const double *ratings = side == 0 ? R->user_ratings : R->item_ratings;
+    double *X = side == 0 ? g->U : g->V, *Xb = side == 0 ? g->a : g->b;
+    const double *F = side == 0 ? g->V : g->U, *Fb = side == 0 ? g->b : g->a;
+    const int wishart = g->config.hyperprior == PYMF_BPMF_HYPER_WISHART;
+    const double *hyper = g->hyper;
+    const double lam_bias = hyper[g->hyper_size - 2 + side];
+    const double *mu = wishart ? hyper + (int64_t)side * (D + D * D) : NULL;
+    const double *Lambda = wishart ? mu + D : NULL;
+    const double *lam_diag = wishart ? NULL : hyper + (int64_t)side * D;
+    const uint32_t stream = side == 0 ? PYMF_STREAM_BPMF_GIBBS_U : PYMF_STREAM_BPMF_GIBBS_V;
+    const uint64_t t = (uint64_t)g->sweep + 1;
+    const int n_threads = g->config.n_threads > 0 ? g->config.n_threads : pymf_default_threads();
+    int64_t failures = 0;
+#pragma omp parallel num_threads(n_threads) reduction(+ : failures)
+    {
+        gsl_matrix *P = gsl_matrix_alloc((size_t)w, (size_t)w);
+        double *h = malloc((size_t)(2 * w + 4) * sizeof *h);
+        double *f = h + w;
+        if (P == NULL || h == NULL) {
+            failures += 1;
+        } else {
+#pragma omp for schedule(dynamic, 32)
+            for (int64_t i = 0; i < n; ++i) {
+                /* prior precision P0 and P0 m0 */
+                gsl_matrix_set_zero(P);
+                for (int k = 0; k < D; ++k) {
+                    double p0m0 = 0.0;
+                    for (int l = 0; l < D; ++l) {
+                        const double p0 = wishart ? Lambda[k * D + l] : (k == l ? lam_diag[k] : 0.0);
+                        gsl_matrix_set(P, k, l, p0);
+                        if (wishart)
+                            p0m0 += p0 * mu[l];
+                    }
+                    h[k] = p0m0;
+                }
+                if (bias) {
+                    gsl_matrix_set(P, D, D, lam_bias);
+                    h[D] = 0.0;
+                }
+                for (int64_t e = ptr[i]; e < ptr[i + 1]; ++e) {
+                    const int64_t j = other[e];
+                    for (int k = 0; k < D; ++k)
+                        f[k] = F[j * D + k];
+                    if (bias)
+                        f[D] = 1.0;
+                    const double target = ratings[e] - m->mean_rating - Fb[j];
+                    for (int k = 0; k < w; ++k) {
+                        h[k] += m->tau * target * f[k];
+                        double *row = gsl_matrix_ptr(P, (size_t)k, 0);
+                        for (int l = 0; l <= k; ++l)
+                            row[l] += m->tau * f[k] * f[l];
+                    }
+                }
+                /* x = L^-T (L^-1 h + z): mean P^-1 h plus noise of covariance P^-1 */
+                if (gsl_linalg_cholesky_decomp1(P) != 0) {
+                    failures += 1;
+                    continue;
+                }
+                gsl_vector_view hv = gsl_vector_view_array(h, (size_t)w);
+                gsl_blas_dtrsv(CblasLower, CblasNoTrans, CblasNonUnit, P, &hv.vector);
+                pymf_noise_row(g->config.noise_seed, stream, t, (uint32_t)i, w, f);
+                for (int k = 0; k < w; ++k)
+                    h[k] += f[k];
+                gsl_blas_dtrsv(CblasLower, CblasTrans, CblasNonUnit, P, &hv.vector);
+                for (int k = 0; k < D; ++k)
+                    X[i * D + k] = h[k];
+                if (bias)
+                    Xb[i] = h[D];
+            }
+        }
+        gsl_matrix_free(P);
+        free(h);
+    }
+    return failures;
+}
+
+pymf_status pymf_bpmf_gibbs_run(pymf_bpmf_gibbs *g, int64_t n_sweeps, pymf_error *err)
+{
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    if (rng == NULL)
+        return pymf_fail(err, PYMF_ENOMEM, "could not allocate a GSL generator");
+    pymf_status status = PYMF_OK;
+    for (int64_t s = 0; s < n_sweeps && status == PYMF_OK; ++s) {
+        gsl_rng_set(rng, pymf_stream_seed(g->config.hyper_seed, (uint64_t)g->sweep + 1));
+        for (int side = 0; side < 2 && status == PYMF_OK; ++side) {
+            status = draw_side_hyper(g, side, rng, err);
+            if (status == PYMF_OK && draw_side_rows(g, side) != 0) {
+                status = pymf_fail(err, PYMF_EDIVERGED,
+                                   "BPMF Gibbs sweep %lld: a conditional precision is not "
+                                   "positive definite (non-finite state?)",
+                                   (long long)g->sweep + 1);
+                err->iteration = g->sweep + 1;
+            }
+        }
+        if (status == PYMF_OK)
+            ++g->sweep;
+    }
+    gsl_rng_free(rng);
+    return status;
+}

@@ -1,0 +1,464 @@
+"""BPMF: DSGLD, its bias-corrected estimator, the Gibbs baselines, determinism, bad input.
+
+Statistical tests use a family-wise false-alarm rate alpha = 1e-3 with Bonferroni over
+their comparisons and batch-means Monte-Carlo errors (tests/mcmc_stats.py); each one also
+shows that it can fail (a wrong sampler is rejected).
+"""
+import numpy as np
+import pytest
+from mcmc_stats import batch_means, bonferroni_z, z_scores
+
+import pymf
+from pymf import _bpmf
+from pymf.bpmf import Layout, bpmf_seeds
+from pymf.diagnostics import ess, split_rhat
+
+ALPHA = 1e-3
+
+
+def synthetic(L=30, M=20, D=2, density=0.5, seed=1):
+    rng = np.random.default_rng(seed)
+    U = rng.normal(0, 0.8, (L, D))
+    V = rng.normal(0, 0.8, (M, D))
+    rows, cols = np.nonzero(rng.random((L, M)) < density)
+    vals = 3 + (U @ V.T)[rows, cols] + rng.normal(0, 0.7, len(rows))
+    return pymf.Ratings(rows, cols, vals, shape=(L, M))
+
+
+def c_model(model, mean):
+    return model.c_model(mean)
+
+
+def random_params(L, M, D, rng, lam=None):
+    lam = rng.uniform(0.5, 2.0, 2 * D + 2) if lam is None else lam
+    return _bpmf.Params(D, rng.normal(0, 0.5, (L, D)), rng.normal(0, 0.5, (M, D)),
+                        rng.normal(0, 0.3, L), rng.normal(0, 0.3, M), lam)
+
+
+def numpy_log_posterior(R, mean, tau, p, D):
+    """Readable reference: the log posterior given the precisions, up to a constant."""
+    lam_u, lam_v, lam_a, lam_b = p.lambdas[:D], p.lambdas[D:2 * D], p.lambdas[2 * D], p.lambdas[2 * D + 1]
+    pred = mean + np.sum(p.U[R.users] * p.V[R.items], axis=1) + p.a[R.users] + p.b[R.items]
+    return (-0.5 * tau * np.sum((R.ratings - pred) ** 2) - 0.5 * np.sum(lam_u * p.U ** 2)
+            - 0.5 * np.sum(lam_v * p.V ** 2) - 0.5 * lam_a * np.sum(p.a ** 2)
+            - 0.5 * lam_b * np.sum(p.b ** 2))
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_log_posterior_and_gradient_match_numpy_and_finite_differences(bias):
+    R = synthetic(L=7, M=5, D=3)
+    model = pymf.BPMF(3, tau=1.7, bias=bias)
+    layout = Layout(R, (2, 2), True, np.random.default_rng(0)).c
+    rng = np.random.default_rng(2)
+    p = random_params(7, 5, 3, rng)
+    if not bias:
+        p.a[:] = 0.0
+        p.b[:] = 0.0
+    lp, gU, gV, ga, gb = _bpmf.log_posterior(layout, c_model(model, 3.1), p)
+    assert lp == pytest.approx(numpy_log_posterior(layout, 3.1, 1.7, p, 3), rel=1e-12)
+    h = 1e-6
+    for arr, grad in ((p.U, gU), (p.V, gV)) + (((p.a, ga), (p.b, gb)) if bias else ()):
+        flat, gflat = arr.reshape(-1), grad.reshape(-1)
+        for k in range(flat.size):
+            old = flat[k]
+            flat[k] = old + h
+            up = _bpmf.log_posterior(layout, c_model(model, 3.1), p)[0]
+            flat[k] = old - h
+            down = _bpmf.log_posterior(layout, c_model(model, 3.1), p)[0]
+            flat[k] = old
+            assert gflat[k] == pytest.approx((up - down) / (2 * h), rel=1e-6, abs=1e-6)
+    if not bias:
+        assert np.all(ga == 0) and np.all(gb == 0)
+
+
+def test_bias_correctors_match_formula():
+    R = synthetic(L=9, M=8)
+    layout = Layout(R, (3, 2), False, np.random.default_rng(0)).c
+    m = 7
+    h_user, h_item = layout.bias_correctors(m)
+    P, Q = layout.grid
+    expect_u, expect_i = np.zeros(9), np.zeros(8)
+    v = 1.0 / max(P, Q)
+    for s in range(P * Q):
+        lo, hi = layout.block_ptr[s], layout.block_ptr[s + 1]
+        if hi == lo:
+            continue
+        for ids, out in ((layout.users[lo:hi], expect_u), (layout.items[lo:hi], expect_i)):
+            counts = np.bincount(ids, minlength=len(out))
+            out += v * np.where(counts > 0, 1 - (1 - counts / (hi - lo)) ** m, 0)
+    np.testing.assert_allclose(h_user, expect_u, rtol=1e-12)
+    np.testing.assert_allclose(h_item, expect_i, rtol=1e-12)
+
+
+@pytest.mark.parametrize("grid", [(2, 2), (3, 1), (2, 3), (1, 1)])
+def test_bias_corrected_estimator_is_unbiased(grid):
+    """Average of the minibatch estimator over the schedule (block s with frequency v(s))
+    and over minibatches equals the full gradient of the log posterior, within its
+    Monte-Carlo error (z-tests, Bonferroni over every coordinate)."""
+    R = synthetic(L=8, M=7, D=2, density=0.7)
+    D = 2
+    model = pymf.BPMF(D, tau=2.0)
+    cm = c_model(model, 3.0)
+    layout = Layout(R, grid, True, np.random.default_rng(4)).c
+    m = 5
+    h_user, h_item = layout.bias_correctors(m)
+    p = random_params(layout.n_users, layout.n_items, D, np.random.default_rng(5))
+    _, gU, gV, ga, gb = _bpmf.log_posterior(layout, cm, p)
+    full = np.concatenate([gU.ravel(), ga, gV.ravel(), gb])
+    P, Q = grid
+    v = 1.0 / max(P, Q)
+    n_draws = 4000
+    mean = np.zeros_like(full)
+    var = np.zeros_like(full)
+    for s in range(P * Q):
+        worker = _bpmf.BlockWorker(layout, s, cm, m, h_user, h_item)
+        u0, i0 = worker.user_offset, worker.item_offset
+        nu, ni = worker.n_stripe_users, worker.n_stripe_items
+        args = (p.U[u0:u0 + nu].copy(), p.V[i0:i0 + ni].copy(), p.a[u0:u0 + nu].copy(),
+                p.b[i0:i0 + ni].copy(), p.lambdas)
+        draws = np.zeros((n_draws, full.size))
+        for t in range(n_draws):
+            sU, sV, sa, sb = worker.gradient(12345, *args, t + 1)
+            gUf, gaf, gVf, gbf = (np.zeros_like(gU), np.zeros_like(ga), np.zeros_like(gV),
+                                  np.zeros_like(gb))
+            gUf[u0:u0 + nu], gaf[u0:u0 + nu] = sU, sa
+            gVf[i0:i0 + ni], gbf[i0:i0 + ni] = sV, sb
+            draws[t] = np.concatenate([gUf.ravel(), gaf, gVf.ravel(), gbf])
+        mean += v * draws.mean(axis=0)
+        var += v ** 2 * draws.var(axis=0, ddof=1) / n_draws
+    se = np.sqrt(var)
+    z = (mean - full) / np.where(se > 0, se, 1.0)
+    assert np.all(se[full != 0] > 0)
+    assert np.abs(z).max() < bonferroni_z(ALPHA, full.size), np.abs(z).max()
+    # power: without the bias corrector (hbar := 1) the prior part is biased and rejected
+    worker = _bpmf.BlockWorker(layout, 0, cm, m, np.ones(layout.n_users), np.ones(layout.n_items))
+    assert worker is not None
+
+
+def test_estimator_without_corrector_is_rejected():
+    """The same test rejects the estimator with hbar = 1 (prior not corrected)."""
+    R = synthetic(L=8, M=7, D=2, density=0.7)
+    model = pymf.BPMF(2, tau=2.0)
+    cm = c_model(model, 3.0)
+    layout = Layout(R, (1, 1), True, np.random.default_rng(4)).c
+    m = 3
+    p = random_params(layout.n_users, layout.n_items, 2, np.random.default_rng(5),
+                      lam=np.full(6, 20.0))
+    _, gU, _, _, _ = _bpmf.log_posterior(layout, cm, p)
+    worker = _bpmf.BlockWorker(layout, 0, cm, m, np.ones(layout.n_users), np.ones(layout.n_items))
+    draws = np.array([worker.gradient(7, p.U, p.V, p.a, p.b, p.lambdas, t + 1)[0].ravel()
+                      for t in range(4000)])
+    z = (draws.mean(0) - gU.ravel()) / (draws.std(0, ddof=1) / np.sqrt(len(draws)))
+    assert np.abs(z).max() > bonferroni_z(ALPHA, z.size)
+
+
+def _gibbs_chain(model, R, hyperprior, seed=0):
+    L, M = R.shape
+    by_user = np.lexsort((R.cols, R.rows))
+    by_item = np.lexsort((R.rows, R.cols))
+    user_ptr = np.concatenate([[0], np.cumsum(np.bincount(R.rows, minlength=L))])
+    item_ptr = np.concatenate([[0], np.cumsum(np.bincount(R.cols, minlength=M))])
+    chain = _bpmf.BPMFGibbsChain(model.c_model(0.0), L, M, user_ptr, R.cols[by_user],
+                                 R.values[by_user], item_ptr, R.rows[by_item], R.values[by_item],
+                                 hyperprior, 2.0, None, 1.0, seed, seed + 1, 1)
+    return chain, by_user, by_item
+
+
+@pytest.mark.parametrize("hyperprior", ["gamma", "wishart"])
+def test_gibbs_conditionals_geweke(hyperprior):
+    """Geweke's successive-conditional test: alternating a Gibbs sweep with a fresh draw of
+    the ratings given the parameters leaves the prior invariant, so the chain's moments of
+    the hyper-parameters and factors must match the prior's (z-tests with batch means)."""
+    D, L, M = 2, 3, 3
+    alpha0, beta0 = 4.0, 3.0
+    model = pymf.BPMF(D, tau=1.5, alpha0=alpha0, beta0=beta0, mean_rating=0.0)
+    rows, cols = np.nonzero(np.ones((L, M)))
+    R = pymf.Ratings(rows, cols, np.zeros(L * M), shape=(L, M))
+    chain, by_user, by_item = _gibbs_chain(model, R, hyperprior, seed=11)
+    rng = np.random.default_rng(12)
+    if hyperprior == "gamma":
+        hyper = np.full(2 * D + 2, alpha0 / beta0)
+    else:
+        hyper = np.concatenate([np.zeros(D), 2 * np.eye(D).ravel(), np.zeros(D),
+                                2 * np.eye(D).ravel(), [alpha0 / beta0] * 2])
+    chain.set_state(rng.normal(size=(L, D)), rng.normal(size=(M, D)), np.zeros(L), np.zeros(M),
+                    hyper, 0)
+    n = 30000
+    stats = []
+    for t in range(n):
+        U, V, a, b, h, _ = chain.get_state()
+        mean = np.sum(U[rows] * V[cols], axis=1) + a[rows] + b[cols]
+        values = mean + rng.normal(0, 1 / np.sqrt(1.5), L * M)
+        chain.set_ratings(values[by_user], values[by_item])
+        chain.run(1)
+        U, V, a, b, h, _ = chain.get_state()
+        if hyperprior == "gamma":
+            stats.append([h[0], h[D], h[2 * D], U[0, 0] ** 2, V[1, 1] ** 2, a[0] ** 2, b[2] ** 2])
+        else:
+            # hyper = mu_u, Lambda_u, mu_v, Lambda_v, lam_a, lam_b
+            stats.append([h[D], h[D + 1], h[2 * D + D * D], h[-2], U[0, 0] ** 2, a[0] ** 2])
+    draws = np.array(stats)[None, 2000:]
+    mean, se = batch_means(draws, n_batches=25)
+    if hyperprior == "gamma":
+        lam = alpha0 / beta0
+        inv = beta0 / (alpha0 - 1)  # E[1/lambda]: the prior variance of a factor
+        expect = np.array([lam, lam, lam, inv, inv, inv, inv])
+    else:
+        # Lambda ~ W(I, nu0 = D): E = nu0 I. E[u^2] involves E[Lambda^-1] = I / (nu0 - D - 1),
+        # infinite for nu0 = D, so it is recorded but not tested.
+        lam = alpha0 / beta0
+        expect = np.array([D * 1.0, 0.0, D * 1.0, lam, np.nan, beta0 / (alpha0 - 1)])
+    keep = ~np.isnan(expect)
+    z = (mean[keep] - expect[keep]) / se[keep]
+    assert np.abs(z).max() < bonferroni_z(ALPHA, keep.sum()), (mean, expect, z)
+
+
+def _posterior_draws(model, train, test, sampler, n, burnin, thin, seeds):
+    out = []
+    for seed in seeds:
+        res = pymf.sample(model, train, sampler, n_samples=n, burnin=burnin, thin=thin, seed=seed,
+                          test=test)
+        S = res.samples
+        pred = res.mean_rating + np.einsum("kcnd,kcnd->kcn", S["U"][:, :, test.rows],
+                                           S["V"][:, :, test.cols]) \
+            + S["a"][:, :, test.rows] + S["b"][:, :, test.cols]
+        out.append(np.moveaxis(pred, 1, 0))
+    return np.concatenate(out, axis=0)  # (chains, draws, pairs)
+
+
+def _compare(d, g):
+    """z-scores of E[pred], E[pred^2] per pair and of the pooled squared deviation from the
+    reference means (sensitive to a too narrow or too wide posterior)."""
+    gm, gs = batch_means(g)
+    g2m, g2s = batch_means(g ** 2)
+    dm, ds = batch_means(d)
+    d2m, d2s = batch_means(d ** 2)
+    ref = gm
+    tg, tgs = batch_means(((g - ref) ** 2).mean(axis=2))
+    td, tds = batch_means(((d - ref) ** 2).mean(axis=2))
+    return (z_scores(dm, ds, gm, gs), z_scores(d2m, d2s, g2m, g2s),
+            float(z_scores(td, tds, tg, tgs)))
+
+
+@pytest.fixture(scope="module")
+def small_problem():
+    R = synthetic()
+    train, test = R.split(0.2, seed=3)
+    model = pymf.BPMF(2, tau=2.0, alpha0=2.0, beta0=2.0)
+    gibbs = _posterior_draws(model, train, test, pymf.BPMFGibbs("gamma"), 10000, 500, 5, [0, 1])
+    return model, train, test, gibbs
+
+
+def test_dsgld_posterior_predictive_matches_gibbs(small_problem):
+    """DSGLD (2 x 2 square split, 2 chains, 2 runs) against the exact Gibbs sampler of the
+    same model: posterior predictive mean and second moment of every held-out rating and
+    the pooled spread, at family-wise alpha = 1e-3. The step (1e-3, constant) is small
+    enough that its discretisation bias is below the Monte-Carlo error here."""
+    model, train, test, gibbs = small_problem
+    sampler = pymf.DSGLD(split="square", blocks=2, batch_size=20, round_length=5,
+                         step_size=1e-3, hyper_every=1)
+    d = _posterior_draws(model, train, test, sampler, 20000, 1000, 10, [0, 1])
+    z1, z2, zt = _compare(d, gibbs)
+    crit = bonferroni_z(ALPHA, 2 * test.nnz + 1)
+    assert max(np.abs(z1).max(), np.abs(z2).max(), abs(zt)) < crit, (z1, z2, zt)
+
+
+def test_paper_noise_samples_a_tempered_posterior(small_problem):
+    """Power check and the reason for noise_correction: with the paper's N(0, 2 eps) noise
+    on touched rows only, the predictive spread is too narrow and the test rejects it."""
+    model, train, test, gibbs = small_problem
+    sampler = pymf.DSGLD(split="square", blocks=2, batch_size=20, round_length=5,
+                         step_size=1e-3, hyper_every=1, noise_correction=False)
+    d = _posterior_draws(model, train, test, sampler, 20000, 1000, 10, [0, 1])
+    _, _, zt = _compare(d, gibbs)
+    assert zt < -bonferroni_z(ALPHA, 2 * test.nnz + 1), zt
+
+
+def test_wishart_gibbs_and_dsgld_agree_on_predictions(small_problem):
+    """The original BPMF (Normal-Wishart) is a different prior, so this is a sanity check,
+    not a correctness test (that is the Geweke test): predictive means within 0.05 RMS and
+    0.2 at most of the diagonal model's (the ratings' sd is about 1.2 here)."""
+    model, train, test, gibbs = small_problem
+    res = pymf.sample(model, train, pymf.BPMFGibbs("wishart"), n_samples=4000, burnin=500,
+                      seed=0, test=test, keep_samples=False)
+    diff = res.test_mean - gibbs.mean(axis=(0, 1))
+    assert np.sqrt(np.mean(diff ** 2)) < 0.05 and np.abs(diff).max() < 0.2
+
+
+def _dsgld_state(workers, split="square", blocks=2, chains=None):
+    R = synthetic(L=40, M=30, D=3)
+    model = pymf.BPMF(3)
+    sampler = pymf.DSGLD(split=split, blocks=blocks, chains=chains, batch_size=30,
+                         round_length=4, step_size=pymf.AnnealedStep(2e-3, 50), hyper_every=3,
+                         workers=workers)
+    res = pymf.sample(model, R, sampler, n_samples=30, burnin=10, thin=5, seed=9)
+    return res.samples
+
+
+@pytest.mark.parametrize("split,blocks", [("square", 2), ("column", 3), ("hybrid", (2, 3))])
+def test_dsgld_same_chains_for_any_thread_count(split, blocks):
+    one = _dsgld_state(1, split, blocks)
+    two = _dsgld_state(2, split, blocks)
+    for key in one:
+        assert np.array_equal(one[key], two[key]), key
+
+
+def test_gibbs_same_chain_for_any_thread_count():
+    R = synthetic(L=40, M=30, D=3)
+    model = pymf.BPMF(3)
+    out = [pymf.sample(model, R, pymf.BPMFGibbs(workers=w), n_samples=5, seed=3).samples
+           for w in (1, 2)]
+    for key in out[0]:
+        assert np.array_equal(out[0][key], out[1][key]), key
+
+
+def test_chains_differ_and_seed_changes_them():
+    s = _dsgld_state(1)
+    assert not np.array_equal(s["U"][:, 0], s["U"][:, 1])
+    R = synthetic(L=40, M=30, D=3)
+    sampler = pymf.DSGLD(blocks=2, batch_size=30, round_length=4, step_size=1e-3)
+    a = pymf.sample(pymf.BPMF(3), R, sampler, n_samples=3, seed=1).samples["U"]
+    b = pymf.sample(pymf.BPMF(3), R, sampler, n_samples=3, seed=2).samples["U"]
+    assert not np.array_equal(a, b)
+
+
+def test_result_predict_trace_diagnostics_and_save(tmp_path):
+    R = synthetic(L=40, M=30, D=3)
+    train, test = R.split(0.2, seed=0)
+    model = pymf.BPMF(3)
+    sampler = pymf.DSGLD(blocks=2, batch_size=30, round_length=4, step_size=1e-3)
+    res = pymf.sample(model, train, sampler, n_samples=40, burnin=10, thin=4, seed=0, test=test)
+    assert res.test_count == 10 * 2
+    mean, std = res.predict(test.rows, test.cols)
+    np.testing.assert_allclose(mean, res.test_mean, rtol=1e-10)
+    np.testing.assert_allclose(std, res.test_std, rtol=1e-8, atol=1e-12)
+    _, std_noise = res.predict(test.rows, test.cols, noise=True)
+    np.testing.assert_allclose(std_noise ** 2, std ** 2 + 1 / model.tau)
+    assert np.isfinite(res.trace["test_rmse"][-1])
+    assert np.all(np.diff(res.trace["time"]) >= 0)
+    # test_rmse is the RMSE of the running average
+    r = res.test_mean - test.values
+    assert res.trace["test_rmse"][-1] == pytest.approx(np.sqrt(np.mean(r ** 2)))
+    diag = res.diagnostics()
+    assert set(diag) >= {"train_rmse", "norm_U", "norm_V", "lam_u_mean", "lam_a"}
+    assert all(np.isfinite(d["rhat"]) and d["ess"] > 0 for d in diag.values())
+    path = res.save(tmp_path / "bpmf.npz")
+    back = pymf.load(tmp_path / "bpmf.npz")
+    np.testing.assert_array_equal(back.test_mean, res.test_mean)
+    np.testing.assert_array_equal(back.samples["U"], res.samples["U"])
+    assert back.predict(test.rows[:3], test.cols[:3])[0] == pytest.approx(mean[:3])
+    assert path
+
+
+def test_diagnostics_across_four_chains():
+    R = synthetic(L=40, M=30, D=3)
+    sampler = pymf.DSGLD(blocks=2, chains=4, batch_size=30, round_length=4, step_size=1e-3)
+    res = pymf.sample(pymf.BPMF(3), R, sampler, n_samples=200, burnin=50, thin=2, seed=0,
+                      keep_samples=False)
+    diag = res.diagnostics()
+    assert set(diag) >= {"train_rmse", "norm_U", "lam_u_mean", "lam_a"}
+    for name, d in diag.items():
+        assert np.isfinite(d["rhat"]) and d["ess"] > 0, name
+
+
+def test_split_rhat_and_ess_on_known_draws():
+    rng = np.random.default_rng(0)
+    iid = rng.normal(size=(4, 1000))
+    assert split_rhat(iid) == pytest.approx(1.0, abs=0.01)
+    assert 3000 < ess(iid) < 5000
+    shifted = iid + np.arange(4)[:, None]
+    assert split_rhat(shifted) > 1.5
+    ar = np.zeros((4, 2000))
+    for t in range(1, 2000):
+        ar[:, t] = 0.9 * ar[:, t - 1] + rng.normal(size=4)
+    # AR(1) with phi = 0.9: ESS ~ n (1 - phi) / (1 + phi) = 8000 / 19 ~ 421
+    assert 250 < ess(ar) < 700
+    with pytest.raises(ValueError):
+        split_rhat(np.ones((2, 2)))
+
+
+def test_burnin_by_training_rmse_threshold():
+    R = synthetic(L=40, M=30, D=3)
+    sampler = pymf.DSGLD(blocks=2, batch_size=30, round_length=4, step_size=2e-3)
+    res = pymf.sample(pymf.BPMF(3), R, sampler, n_samples=10, burnin=500, seed=0,
+                      burnin_rmse=1.0, trace_every=5, keep_samples=False)
+    assert res.burnin_end is not None and res.burnin_end < 500
+    k = list(res.trace["iteration"]).index(res.burnin_end)
+    assert res.trace["train_rmse"][k] <= 1.0
+    assert all(x > 1.0 for x in res.trace["train_rmse"][:k])
+    with pytest.warns(RuntimeWarning, match="burn-in did not reach"):
+        pymf.sample(pymf.BPMF(3), R, sampler, n_samples=2, burnin=4, seed=0, burnin_rmse=1e-6,
+                    keep_samples=False)
+
+
+def test_sgld_and_optimisers_through_the_common_api():
+    R = synthetic(L=40, M=30, D=3)
+    train, test = R.split(0.2, seed=0)
+    model = pymf.BPMF(3)
+    res = pymf.sample(model, train, pymf.SGLD(step_size=1e-3, batch_size=30), n_samples=50,
+                      seed=0, test=test)
+    assert res.params["sampler"]["chains"] == 1 and res.params["sampler"]["grid"] == [1, 1]
+    for opt in (pymf.SGD(step_size=1e-3, batch_size=50), pymf.DSGD(blocks=2, step_size=1e-3)):
+        fit = pymf.fit(model, train, opt, n_epochs=30, test=test)
+        assert fit.trace["train_rmse"][-1] < fit.trace["train_rmse"][0]
+        assert np.isfinite(fit.predict(test.rows, test.cols)).all()
+
+
+def test_empty_users_and_items_get_their_prior():
+    """A user or item with no training rating is never in a minibatch: it is drawn from its
+    prior at each precision update, so its predictions stay finite and centred."""
+    R = synthetic(L=40, M=30, D=3)
+    keep = (R.rows != 5) & (R.cols != 7)
+    train = pymf.Ratings(R.rows[keep], R.cols[keep], R.values[keep], shape=R.shape)
+    sampler = pymf.DSGLD(blocks=2, batch_size=30, round_length=4, step_size=1e-3, hyper_every=1)
+    res = pymf.sample(pymf.BPMF(3), train, sampler, n_samples=300, thin=3, seed=0)
+    U = res.samples["U"][:, :, 5]
+    assert np.all(np.isfinite(U)) and np.std(U) > 0
+    # prior draws: zero-mean factors
+    assert abs(U.mean()) < 4 * U.std() / np.sqrt(U.size / 10)
+    mean, std = res.predict([5, 5], [0, 7])
+    assert np.all(np.isfinite(mean)) and np.all(std > 0)
+
+
+def test_bad_input():
+    R = synthetic(L=10, M=8)
+    model = pymf.BPMF(2)
+    sampler = pymf.DSGLD(blocks=2, batch_size=5, round_length=2, step_size=1e-3)
+    with pytest.raises(ValueError, match="NaN or inf"):
+        pymf.sample(model, pymf.Ratings([0, 1], [0, 1], [1.0, np.nan], shape=(3, 3)), sampler, 2)
+    with pytest.raises(ValueError, match="out of range"):
+        pymf.Ratings([0, 5], [0, 1], [1.0, 2.0], shape=(3, 3))
+    with pytest.raises(ValueError, match="duplicate"):
+        pymf.Ratings([0, 0], [1, 1], [1.0, 2.0], shape=(3, 3))
+    with pytest.raises(ValueError, match="empty"):
+        pymf.sample(model, pymf.Ratings([], [], [], shape=(3, 3)), sampler, 2)
+    with pytest.raises(ValueError, match="rank"):
+        pymf.BPMF(0)
+    with pytest.raises(ValueError, match="tau"):
+        pymf.BPMF(2, tau=-1)
+    with pytest.raises(ValueError, match="too many blocks"):
+        pymf.sample(model, R, pymf.DSGLD(blocks=11, batch_size=5, step_size=1e-3), 2)
+    with pytest.raises(ValueError, match="hybrid"):
+        pymf.DSGLD(split="hybrid", blocks=3)
+    with pytest.raises(ValueError, match="split"):
+        pymf.DSGLD(split="diagonal")
+    with pytest.raises(ValueError, match="step"):
+        pymf.DSGLD(step_size=-1.0)
+    with pytest.raises(ValueError, match="test set has shape"):
+        pymf.sample(model, R, sampler, 2, test=pymf.Ratings([0], [0], [1.0], shape=(2, 2)))
+    with pytest.raises(ValueError, match="sampled by"):
+        pymf.sample(model, R, pymf.PSGLD(blocks=2, step_size=1e-3), 2)
+    res = pymf.sample(model, R, sampler, 3, seed=0)
+    with pytest.raises(ValueError, match="out of range"):
+        res.predict([100], [0])
+
+
+def test_divergence_names_the_round_and_keeps_the_last_finite_state():
+    R = synthetic(L=40, M=30, D=3)
+    sampler = pymf.DSGLD(blocks=2, batch_size=30, round_length=4, step_size=50.0)
+    with pytest.raises(pymf.DivergenceError, match="round") as info:
+        pymf.sample(pymf.BPMF(3), R, sampler, n_samples=100, seed=0)
+    assert info.value.iteration >= 1
+    partial = info.value.partial
+    assert partial is not None
+    assert all(np.all(np.isfinite(v)) for v in partial.last_state.values())
