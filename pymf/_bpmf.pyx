@@ -200,6 +200,13 @@ def hyper_step(BlockLayout layout, model, Params params, h_user, h_item, uint64_
     check(&err)
 
 
+def sq_error(BlockLayout layout, model, Params params, int n_threads=0):
+    """Sum of squared training residuals (the same bits as DSGLDChains.sq_error)."""
+    cdef pymf_bpmf_model m
+    fill_model(&m, model)
+    return pymf_bpmf_sq_error(&m, &layout.data, &params.p, n_threads)
+
+
 def predict(model, Params params, users, items):
     cdef pymf_bpmf_model m
     fill_model(&m, model)

@@ -524,7 +524,7 @@ class _Chains:
 
 def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=None,
                 trace_every=None, keep_samples=True, burnin_rmse=None, progress=None,
-                callback=None, n_threads=None):
+                callback=None, n_threads=None, _chains=None):
     """Runs a BPMF sampler (DSGLD or BPMFGibbs); see pymf.sample and the module docstring.
 
     burnin       rounds (DSGLD) or sweeps (Gibbs) of burn-in; with burnin_rmse, the largest
@@ -556,7 +556,9 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=
     if trace_every is None:
         trace_every = max(1, min(thin, total_max // 100 or 1))
     trace_every = _count(trace_every, "trace_every", 1)
-    chains = _Chains(model, ratings, sampler, seed, mean_rating, n_threads)
+    # _chains: pymf.mpi_bpmf's parameter server, which has the same face as _Chains
+    chains = _chains if _chains is not None else _Chains(model, ratings, sampler, seed,
+                                                         mean_rating, n_threads)
     C = chains.n_chains
     step = getattr(sampler, "step_size", None)
     if test is not None:

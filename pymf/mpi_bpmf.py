@@ -1,0 +1,291 @@
+"""DSGLD for BPMF over MPI: a parameter server and workers (DSGLD paper, Algorithms 2-3).
+
+    mpiexec -n W+1 python -m pymf.mpi_bpmf --data PATH --rank 10 --split square --blocks 2 \\
+        --samples 500 --burnin 100 --thin 5 --out result.npz
+
+Rank 0 is the parameter server: it holds U, V, a, b and the precisions of every chain,
+evaluates (training RMSE, Welford predictions of the test ratings, traces) and draws the
+precisions by Gibbs. Ranks 1..W are workers; block s belongs to worker 1 + (s mod W). In
+round r, chain c works on orthogonal group (c + r - 1) mod n_groups; for each of its blocks
+the server sends the sub-parameters U^(c,s), V^(c,s) (the block's user and item stripes,
+their biases, and the chain's precisions) to the block's worker, which runs gamma DSGLD
+steps on its local ratings with the same C kernel as the shared-memory sampler
+(pymf._bpmf.BlockWorker) and sends them back. Only these sub-parameters travel, never the
+whole U or V. Workers know the schedule, so messages carry no headers: each worker handles
+its tasks of a round in (chain, slot) order.
+
+Same seed, data and settings as pymf.sample(model, data, pymf.DSGLD(...)) give the same
+chains bit for bit (tests/test_mpi_bpmf.py), whatever W is. Every rank reads the data file
+itself (the ratings are not sent); a worker keeps only its blocks' ratings in use.
+
+A diverging block makes the server discard the whole round (every chain keeps its state
+after the previous round, as in shared memory), stop the workers, and raise
+pymf.DivergenceError naming the round.
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+from pymf import _bpmf
+from pymf.bpmf import (BPMF, DSGLD, AnnealedStep, Layout, _initial_params, _rmse, bpmf_seeds,
+                       sample_bpmf)
+from pymf.errors import DivergenceError
+
+_TAG_TASK, _TAG_RESULT = 11, 12
+
+
+def _schedule(layout, n_chains, n_workers, round_):
+    """[(chain, block, worker)] of a round in (chain, slot) order."""
+    tasks = []
+    for c in range(n_chains):
+        g = layout.chain_group(c, round_)
+        for slot in range(layout.group_size):
+            s = layout.group_block(g, slot)
+            tasks.append((c, s, 1 + s % n_workers))
+    return tasks
+
+
+class _Setup:
+    """What every rank derives from (model, ratings, sampler, seed) in the same way."""
+
+    def __init__(self, model, ratings, sampler, seed):
+        self.model, self.sampler = model, sampler
+        self.n_chains = sampler.n_chains
+        permute_rng, self.init_rng, _, self.noise_seeds, self.hyper_seeds = \
+            bpmf_seeds(seed, self.n_chains)
+        self.layout = Layout(ratings, sampler.grid, sampler.permute, permute_rng)
+        self.mean_rating = float(ratings.values.mean()) if model.mean_rating is None \
+            else model.mean_rating
+        self.c_model = model.c_model(self.mean_rating)
+        self.h_user, self.h_item = self.layout.c.bias_correctors(sampler.batch_size)
+        L, M = ratings.shape
+        D = model.rank
+        P, Q = sampler.grid
+        rs, cs = self.layout.c.row_start, self.layout.c.col_start
+        self.stripes = [(rs[s // Q], rs[s // Q + 1], cs[s % Q], cs[s % Q + 1]) for s in range(P * Q)]
+        self.D = D
+
+    def buffer_size(self, block):
+        u0, u1, i0, i1 = self.stripes[block]
+        return (u1 - u0) * (self.D + 1) + (i1 - i0) * (self.D + 1) + 2 * self.D + 2 + 1
+
+
+class _ServerChains:
+    """The parameter server's chains, with the face pymf.bpmf.sample_bpmf drives."""
+
+    def __init__(self, comm, setup, ratings):
+        self.comm, self.setup = comm, setup
+        self.model, self.sampler = setup.model, setup.sampler
+        self.n_chains = setup.n_chains
+        self.layout = setup.layout
+        self.n_workers = comm.Get_size() - 1
+        self.params = [_bpmf.Params(setup.D, *_initial_params(setup.model, ratings.shape,
+                                                              setup.init_rng))
+                       for _ in range(self.n_chains)]
+        self.nnz = ratings.nnz
+        self.round = 0
+        self.is_gibbs = False
+
+    def _pack(self, p, block, out):
+        u0, u1, i0, i1 = self.setup.stripes[block]
+        parts = (p.U[u0:u1].ravel(), p.V[i0:i1].ravel(), p.a[u0:u1], p.b[i0:i1], p.lambdas)
+        k = 0
+        for part in parts:
+            out[k:k + part.size] = part
+            k += part.size
+        out[k] = 0.0
+
+    def _unpack(self, buf, p, block):
+        u0, u1, i0, i1 = self.setup.stripes[block]
+        D = self.setup.D
+        k = 0
+        for target, n in ((p.U[u0:u1], (u1 - u0) * D), (p.V[i0:i1], (i1 - i0) * D),
+                          (p.a[u0:u1], u1 - u0), (p.b[i0:i1], i1 - i0)):
+            target.reshape(-1)[:] = buf[k:k + n]
+            k += n
+
+    def run(self, steps):
+        from mpi4py import MPI
+        sampler = self.sampler
+        for eps in steps:
+            round_ = self.round + 1
+            self.comm.bcast(("round", float(eps)), root=0)
+            tasks = _schedule(self.layout.c, self.n_chains, self.n_workers, round_)
+            sends, recvs, requests = [], [], []
+            for c, s, w in tasks:
+                buf = np.empty(self.setup.buffer_size(s))
+                self._pack(self.params[c], s, buf)
+                sends.append(buf)
+                requests.append(self.comm.Isend(buf, dest=w, tag=_TAG_TASK))
+            for c, s, w in tasks:
+                buf = np.empty(self.setup.buffer_size(s))
+                recvs.append(buf)
+                requests.append(self.comm.Irecv(buf, source=w, tag=_TAG_RESULT))
+            MPI.Request.Waitall(requests)
+            failed = [(c, s, buf[-1]) for (c, s, _), buf in zip(tasks, recvs) if buf[-1] != 0.0]
+            if failed:
+                c, s, step = failed[0]
+                exc = DivergenceError(
+                    f"round {round_} of chain {c}: DSGLD diverged at step {int(step)} on block "
+                    f"{s} (step size {eps:g}); the chains keep their state after round "
+                    f"{round_ - 1}", iteration=round_)
+                raise exc
+            for (c, s, _), buf in zip(tasks, recvs):
+                self._unpack(buf, self.params[c], s)
+            if sampler.hyper_every > 0 and round_ % sampler.hyper_every == 0:
+                for c in range(self.n_chains):
+                    _bpmf.hyper_step(self.layout.c, self.setup.c_model, self.params[c],
+                                     self.setup.h_user, self.setup.h_item,
+                                     int(self.setup.hyper_seeds[c]), round_)
+            self.round = round_
+
+    def predict(self, chain, users_grid, items_grid):
+        return _bpmf.predict(self.setup.c_model, self.params[chain], users_grid, items_grid)
+
+    def train_rmse(self, chain):
+        return _rmse(_bpmf.sq_error(self.layout.c, self.setup.c_model, self.params[chain]),
+                     self.nnz)
+
+    def state(self, chain):
+        p = self.params[chain]
+        D = self.setup.D
+        U, V, a, b = self.layout.to_original(p.U, p.V, p.a, p.b)
+        lam = p.lambdas
+        return U, V, a, b, {"lam_u_mean": lam[:D].mean(), "lam_v_mean": lam[D:2 * D].mean(),
+                            "lam_a": lam[2 * D], "lam_b": lam[2 * D + 1]}
+
+    def stop(self):
+        self.comm.bcast(("stop", 0.0), root=0)
+
+
+def _worker_loop(comm, setup):
+    rank, n_workers = comm.Get_rank(), comm.Get_size() - 1
+    sampler = setup.sampler
+    workers = {}
+    D = setup.D
+    round_ = 0
+    while True:
+        command, eps = comm.bcast(None, root=0)
+        if command != "round":
+            return
+        round_ += 1
+        first_step = (round_ - 1) * sampler.round_length + 1
+        for c, s, w in _schedule(setup.layout.c, setup.n_chains, n_workers, round_):
+            if w != rank:
+                continue
+            if s not in workers:
+                workers[s] = _bpmf.BlockWorker(setup.layout.c, s, setup.c_model,
+                                               sampler.batch_size, setup.h_user, setup.h_item)
+            worker = workers[s]
+            buf = np.empty(setup.buffer_size(s))
+            comm.Recv(buf, source=0, tag=_TAG_TASK)
+            nu, ni = worker.n_stripe_users, worker.n_stripe_items
+            k = 0
+            U = buf[k:k + nu * D].reshape(nu, D)
+            k += nu * D
+            V = buf[k:k + ni * D].reshape(ni, D)
+            k += ni * D
+            a = buf[k:k + nu]
+            k += nu
+            b = buf[k:k + ni]
+            k += ni
+            lambdas = buf[k:k + 2 * D + 2].copy()
+            try:
+                worker.steps(int(setup.noise_seeds[c]), True, U, V, a, b, lambdas, first_step,
+                             sampler.round_length, eps, sampler.noise_correction)
+                buf[-1] = 0.0
+            except DivergenceError as exc:
+                buf[-1] = float(exc.iteration or -1)
+            comm.Send(buf, dest=0, tag=_TAG_RESULT)
+
+
+def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=None,
+           trace_every=None, keep_samples=True, burnin_rmse=None, comm=None):
+    """Call on every rank of an MPI job with >= 2 ranks. Returns the BPMFResult on rank 0
+    (the server) and None on the workers."""
+    if comm is None:
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD
+    if comm.Get_size() < 2:
+        raise ValueError("the DSGLD parameter server needs at least 2 MPI ranks (a server and "
+                         "one worker); for one process use pymf.sample")
+    if not isinstance(sampler, DSGLD):
+        raise ValueError(f"pymf.mpi_bpmf runs pymf.DSGLD, got {sampler!r}")
+    ratings = model.check_data(data)
+    setup = _Setup(model, ratings, sampler, seed)
+    if comm.Get_rank() != 0:
+        _worker_loop(comm, setup)
+        return None
+    chains = _ServerChains(comm, setup, ratings)
+    try:
+        return sample_bpmf(model, ratings, sampler, n_samples, burnin=burnin, thin=thin, seed=seed,
+                           test=test, trace_every=trace_every, keep_samples=keep_samples,
+                           burnin_rmse=burnin_rmse, _chains=chains)
+    finally:
+        chains.stop()
+
+
+def load_ratings(path):
+    """MovieLens files (see pymf.datasets.load_movielens) or an .npz with rows, cols, values
+    and shape."""
+    from pymf.data import Ratings
+    from pymf.datasets import load_movielens
+    if str(path).endswith(".npz"):
+        with np.load(path, allow_pickle=False) as z:
+            return Ratings(z["rows"], z["cols"], z["values"], shape=tuple(z["shape"]))
+    return load_movielens(path)
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="python -m pymf.mpi_bpmf", description=__doc__.split("\n")[0])
+    p.add_argument("--data", required=True, help="MovieLens file or .npz (rows, cols, values, shape)")
+    p.add_argument("--test-fraction", type=float, default=0.2)
+    p.add_argument("--split-seed", type=int, default=0)
+    p.add_argument("--rank", type=int, default=10)
+    p.add_argument("--tau", type=float, default=2.0)
+    p.add_argument("--alpha0", type=float, default=1.0)
+    p.add_argument("--beta0", type=float, default=300.0)
+    p.add_argument("--split", default="square", choices=["square", "column", "hybrid"])
+    p.add_argument("--blocks", default="2", help="B, S or P,Q (hybrid)")
+    p.add_argument("--chains", type=int, default=None)
+    p.add_argument("--batch-size", type=int, default=1000)
+    p.add_argument("--round-length", type=int, default=50)
+    p.add_argument("--eps0", type=float, default=2e-4)
+    p.add_argument("--kappa", type=float, default=100.0)
+    p.add_argument("--hyper-every", type=int, default=10)
+    p.add_argument("--samples", type=int, default=500)
+    p.add_argument("--burnin", type=int, default=100)
+    p.add_argument("--thin", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-keep-samples", action="store_true")
+    p.add_argument("--out", required=True, help="result .npz (written by rank 0)")
+    return p
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    ratings = load_ratings(args.data)
+    train, test = ratings.split(args.test_fraction, seed=args.split_seed) \
+        if args.test_fraction > 0 else (ratings, None)
+    blocks = tuple(int(x) for x in args.blocks.split(",")) if args.split == "hybrid" \
+        else int(args.blocks)
+    model = BPMF(args.rank, tau=args.tau, alpha0=args.alpha0, beta0=args.beta0)
+    sampler = DSGLD(chains=args.chains, split=args.split, blocks=blocks,
+                    batch_size=args.batch_size, round_length=args.round_length,
+                    step_size=AnnealedStep(args.eps0, args.kappa),
+                    hyper_every=args.hyper_every)
+    res = sample(model, train, sampler, args.samples, burnin=args.burnin, thin=args.thin,
+                 seed=args.seed, test=test, keep_samples=not args.no_keep_samples)
+    if res is not None:
+        res.save(args.out)
+        rmse = res.trace["test_rmse"][-1] if len(res.trace["test_rmse"]) else float("nan")
+        print(json.dumps({"out": os.path.abspath(args.out), "test_rmse": float(rmse),
+                          "seconds": float(res.trace["time"][-1])}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
