@@ -92,8 +92,8 @@ def table(rows, columns):
         print("  ".join(cells))
 
 
-def plot_traces(panels, path, title):
-    """panels: list of (panel title, {method: (times, logliks)}); log time axis (Fig. 2)."""
+def plot_traces(panels, path, title, ylabel="log-likelihood"):
+    """panels: list of (panel title, {method: (times, values)}); log time axis (Fig. 2)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -107,7 +107,7 @@ def plot_traces(panels, path, title):
             ax.plot(times[1:], np.asarray(logliks)[1:], label=name)
         ax.set_xscale("log")
         ax.set_xlabel("wall time (s)")
-        ax.set_ylabel("log-likelihood")
+        ax.set_ylabel(ylabel)
         ax.set_title(panel_title)
         ax.legend()
     fig.suptitle(title)

@@ -6,14 +6,14 @@ SGLD) over a C core with Cython bindings. See README.md and DESIGN.md.
 __version__ = "0.1.0"
 
 from pymf import datasets
-from pymf.bpmf import BPMF, DSGLD, AnnealedStep, BPMFGibbs, BPMFResult
+from pymf.bpmf import BPMF, DSGLD, BPMFGibbs, BPMFResult
 from pymf.data import Ratings
 from pymf.errors import DivergenceError
 from pymf.gibbs import Gibbs
 from pymf.models import TweedieNMF
 from pymf.optim import DSGD, SGD, FitResult, fit
 from pymf.result import SampleResult, load
-from pymf.samplers import LD, PSGLD, SGLD, ConstantStep, PolynomialDecay
+from pymf.samplers import LD, PSGLD, SGLD, AnnealedStep, ConstantStep, PolynomialDecay
 from pymf.sampling import sample
 
 __all__ = ["datasets", "Ratings", "DivergenceError", "TweedieNMF", "SampleResult", "load", "LD",

@@ -35,7 +35,7 @@ import numpy as np
 from pymf import _bpmf
 from pymf.data import Ratings, as_observed
 from pymf.errors import DivergenceError
-from pymf.samplers import ConstantStep, PolynomialDecay
+from pymf.samplers import AnnealedStep, ConstantStep, PolynomialDecay
 
 
 # ----------------------------------------------------------------------------- model
@@ -88,30 +88,6 @@ class BPMF:
         if ratings.nnz == 0:
             raise ValueError("BPMF needs at least one rating; the training data are empty")
         return ratings
-
-
-class AnnealedStep:
-    """eps_t = eps0 (1 + t / kappa) ** -gamma for round t = 1, 2, ... (the DSGLD paper's
-    schedule, gamma=0.51 there; annealed once per round)."""
-
-    def __init__(self, eps0, kappa=100.0, gamma=0.51):
-        eps0, kappa, gamma = float(eps0), float(kappa), float(gamma)
-        if not (eps0 > 0 and math.isfinite(eps0)):
-            raise ValueError(f"AnnealedStep: eps0 must be positive and finite, got {eps0}")
-        if not (kappa > 0 and math.isfinite(kappa)):
-            raise ValueError(f"AnnealedStep: kappa must be positive, got {kappa}")
-        if not (0.5 < gamma <= 1.0):
-            raise ValueError(f"AnnealedStep: gamma must be in (0.5, 1], got {gamma}")
-        self.eps0, self.kappa, self.gamma = eps0, kappa, gamma
-
-    def __call__(self, t):
-        return self.eps0 * (1.0 + np.asarray(t, dtype=np.float64) / self.kappa) ** -self.gamma
-
-    def params(self):
-        return {"kind": "annealed", "eps0": self.eps0, "kappa": self.kappa, "gamma": self.gamma}
-
-    def __repr__(self):
-        return f"AnnealedStep(eps0={self.eps0}, kappa={self.kappa}, gamma={self.gamma})"
 
 
 def as_round_step(step_size):
@@ -352,7 +328,7 @@ class BPMFResult:
         return (f"BPMFResult({self.params.get('sampler', {}).get('sampler')}, "
                 f"test_rmse={rmse:.4f}, kept={self.test_count})")
 
-    def predict(self, users, items, noise=False):
+    def predict(self, users, items, noise=False, return_std=True):
         """(mean, std) of the posterior predictive for (user, item) pairs (original ids).
 
         std is the posterior standard deviation of the expected rating; noise=True adds the
@@ -380,7 +356,7 @@ class BPMFResult:
                              "pairs can be predicted")
         if noise:
             std = np.sqrt(std ** 2 + 1.0 / self.tau)
-        return mean, std
+        return (mean, std) if return_std else mean
 
     def diagnostics(self):
         """Split-R-hat and effective sample size across chains of the scalar summaries."""
@@ -427,6 +403,13 @@ def load_bpmf(archive, meta):
 
 
 # ----------------------------------------------------------------------------- driver
+
+
+def _sum_sq(x):
+    """Sum of squares without BLAS: on a small machine OpenBLAS's thread pool spinning next
+    to the OpenMP threads of the samplers made every evaluation ~10x slower."""
+    x = np.ravel(x)
+    return float(np.einsum("i,i->", x, x))
 
 
 def _rmse(sq_error, n):
@@ -499,7 +482,7 @@ class _Chains:
     def train_rmse(self, chain):
         if self.is_gibbs:
             r = self.c.predict(*self.train_pairs) - self.train_values
-            return _rmse(float(r @ r), self.nnz)
+            return _rmse(_sum_sq(r), self.nnz)
         return _rmse(self.c.sq_error(chain), self.nnz)
 
     def state(self, chain):
@@ -531,6 +514,8 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=
                  number of them
     burnin_rmse  burn-in ends as soon as the chains' mean training RMSE is at or below this
                  value (checked every trace_every units)
+    callback     called as callback(t, trace) at every trace point; returning True stops
+                 the run there (the result holds everything so far)
     """
     if isinstance(sampler, DSGLD):
         pass
@@ -602,13 +587,13 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=
                         if kept_samples is not None:
                             for key, value in zip("UVab", (U, V, a, b)):
                                 kept_samples[key].append(value)
-                        row = {"train_rmse": chains.train_rmse(c), "norm_U": float(np.linalg.norm(U)),
-                               "norm_V": float(np.linalg.norm(V)), **lam}
+                        row = {"train_rmse": chains.train_rmse(c), "norm_U": math.sqrt(_sum_sq(U)),
+                               "norm_V": math.sqrt(_sum_sq(V)), **lam}
                         for key, value in row.items():
                             summaries.setdefault(key, [[] for _ in range(C)])[c].append(value)
                     if test is not None:
                         r = welford.mean - test.values
-                        test_rmse = _rmse(float(r @ r), test.nnz)
+                        test_rmse = _rmse(_sum_sq(r), test.nnz)
             if t % trace_every == 0 or (burnin_end is not None and n_after == n_samples):
                 train = float(np.mean([chains.train_rmse(c) for c in range(C)]))
                 trace["iteration"].append(t)
@@ -616,7 +601,7 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=
                 trace["test_rmse"].append(test_rmse)
                 if test is not None:
                     r0 = chains.predict(0, test_users, test_items) - test.values
-                    trace["test_rmse_chain0"].append(_rmse(float(r0 @ r0), test.nnz))
+                    trace["test_rmse_chain0"].append(_rmse(_sum_sq(r0), test.nnz))
                 else:
                     trace["test_rmse_chain0"].append(float("nan"))
                 if burnin_end is None and train <= burnin_rmse:
@@ -627,8 +612,8 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=
                 if show:
                     print(f"[{t}] train {trace['train_rmse'][-1]:.4f} test {test_rmse:.4f} "
                           f"{elapsed:.1f}s", flush=True)
-                if callback is not None:
-                    callback(t, trace)
+                if callback is not None and callback(t, trace) is True:
+                    break  # the caller asked to stop (e.g. a wall-time budget)
     except DivergenceError as exc:
         exc.partial = _finish(chains, ratings, sampler, model, test, welford if test is not None else None,
                               kept_samples, summaries, trace, burnin_end, mean_rating,
@@ -678,10 +663,11 @@ class BPMFFit:
 
 
 def fit_bpmf(model, data, optimizer, n_epochs=10, seed=0, test=None, trace_every=None,
-             n_threads=None):
+             n_threads=None, callback=None):
     """SGD (one block) or DSGD (B x B blocks, one orthogonal group per round) on the BPMF
     log posterior with the precisions fixed at model.init_precision: the DSGLD estimator
-    without noise. One epoch = as many minibatch steps as ratings / batch_size."""
+    without noise. One epoch = as many minibatch steps as ratings / batch_size. callback(epoch,
+    trace) is called after every epoch; returning True stops there."""
     from pymf.optim import DSGD, SGD
     if isinstance(optimizer, SGD):
         grid = (1, 1)
@@ -721,9 +707,11 @@ def fit_bpmf(model, data, optimizer, n_epochs=10, seed=0, test=None, trace_every
         trace["train_rmse"].append(_rmse(chains.sq_error(0), ratings.nnz))
         if test is not None:
             r = chains.predict(0, tu, ti) - test.values
-            trace["test_rmse"].append(_rmse(float(r @ r), test.nnz))
+            trace["test_rmse"].append(_rmse(_sum_sq(r), test.nnz))
         else:
             trace["test_rmse"].append(float("nan"))
+        if callback is not None and callback(epoch, trace) is True:
+            break
     p = chains.get_state(0)
     U, V, a, b = layout.to_original(p.U, p.V, p.a, p.b)
     return BPMFFit(U, V, a, b, mean_rating, {k: np.asarray(v) for k, v in trace.items()},

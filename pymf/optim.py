@@ -109,7 +109,8 @@ def fit(model, data, optimizer, n_epochs=10, seed=0, init=None, test=None, trace
     """
     from pymf.bpmf import BPMF, fit_bpmf
     if isinstance(model, BPMF):
-        return fit_bpmf(model, data, optimizer, n_epochs=n_epochs, seed=seed, test=test)
+        return fit_bpmf(model, data, optimizer, n_epochs=n_epochs, seed=seed, test=test,
+                        callback=callback)
     if not isinstance(optimizer, (SGD, DSGD)):
         raise ValueError(f"optimizer must be pymf.SGD or pymf.DSGD, got {optimizer!r}")
     n_epochs = check_count(n_epochs, "n_epochs", 1)

@@ -5,7 +5,8 @@ SGLD   stochastic gradient LD, minibatch of entries drawn with replacement, scal
 PSGLD  parallel SGLD (Simsekli et al. 2015): B x B block grid, one part per iteration,
        its B blocks updated in parallel, gradient scaled N/|Pi_t|.
 
-Step sizes: a float (constant) or PolynomialDecay(a, b): eps_t = (a / t) ** b.
+Step sizes: a float (constant), PolynomialDecay(a, b): eps_t = (a / t) ** b, or
+AnnealedStep(eps0, kappa, gamma): eps_t = eps0 (1 + t / kappa) ** -gamma (the DSGLD paper's).
 """
 import math
 import numbers
@@ -53,17 +54,44 @@ class PolynomialDecay:
         return f"PolynomialDecay(a={self.a}, b={self.b})"
 
 
+class AnnealedStep:
+    """eps_t = eps0 (1 + t / kappa) ** -gamma for round t = 1, 2, ... (the DSGLD paper's
+    schedule, gamma=0.51 there; annealed once per round)."""
+
+    def __init__(self, eps0, kappa=100.0, gamma=0.51):
+        eps0, kappa, gamma = float(eps0), float(kappa), float(gamma)
+        if not (eps0 > 0 and math.isfinite(eps0)):
+            raise ValueError(f"AnnealedStep: eps0 must be positive and finite, got {eps0}")
+        if not (kappa > 0 and math.isfinite(kappa)):
+            raise ValueError(f"AnnealedStep: kappa must be positive, got {kappa}")
+        if not (0.5 < gamma <= 1.0):
+            raise ValueError(f"AnnealedStep: gamma must be in (0.5, 1], got {gamma}")
+        self.eps0, self.kappa, self.gamma = eps0, kappa, gamma
+
+    def __call__(self, t):
+        return self.eps0 * (1.0 + np.asarray(t, dtype=np.float64) / self.kappa) ** -self.gamma
+
+    def params(self):
+        return {"kind": "annealed", "eps0": self.eps0, "kappa": self.kappa, "gamma": self.gamma}
+
+    def __repr__(self):
+        return f"AnnealedStep(eps0={self.eps0}, kappa={self.kappa}, gamma={self.gamma})"
+
+
 def as_step_size(step_size):
-    if isinstance(step_size, (ConstantStep, PolynomialDecay)):
+    if isinstance(step_size, (ConstantStep, PolynomialDecay, AnnealedStep)):
         return step_size
     if isinstance(step_size, numbers.Real) and not isinstance(step_size, bool):
         return ConstantStep(step_size)
-    raise ValueError(f"step_size must be a positive float or a PolynomialDecay, got {step_size!r}")
+    raise ValueError("step_size must be a positive float, a PolynomialDecay or an AnnealedStep, "
+                     f"got {step_size!r}")
 
 
 def step_size_from_params(params):
     if params["kind"] == "constant":
         return ConstantStep(params["value"])
+    if params["kind"] == "annealed":
+        return AnnealedStep(params["eps0"], params["kappa"], params["gamma"])
     return PolynomialDecay(params["a"], params["b"])
 
 

@@ -4,6 +4,8 @@ Statistical tests use a family-wise false-alarm rate alpha = 1e-3 with Bonferron
 their comparisons and batch-means Monte-Carlo errors (tests/mcmc_stats.py); each one also
 shows that it can fail (a wrong sampler is rejected).
 """
+import json
+
 import numpy as np
 import pytest
 from mcmc_stats import batch_means, bonferroni_z, z_scores
@@ -130,9 +132,6 @@ def test_bias_corrected_estimator_is_unbiased(grid):
     z = (mean - full) / np.where(se > 0, se, 1.0)
     assert np.all(se[full != 0] > 0)
     assert np.abs(z).max() < bonferroni_z(ALPHA, full.size), np.abs(z).max()
-    # power: without the bias corrector (hbar := 1) the prior part is biased and rejected
-    worker = _bpmf.BlockWorker(layout, 0, cm, m, np.ones(layout.n_users), np.ones(layout.n_items))
-    assert worker is not None
 
 
 def test_estimator_without_corrector_is_rejected():
@@ -462,3 +461,23 @@ def test_divergence_names_the_round_and_keeps_the_last_finite_state():
     partial = info.value.partial
     assert partial is not None
     assert all(np.all(np.isfinite(v)) for v in partial.last_state.values())
+
+
+def test_command_line_bpmf_and_predict(tmp_path, capsys):
+    from pymf import cli
+    R = synthetic(L=40, M=30, D=3)
+    data = tmp_path / "u.data"
+    with open(data, "w") as fh:
+        for r, c, v in zip(R.rows, R.cols, R.values):
+            fh.write(f"{r + 1}\t{c + 1}\t{v:.3f}\t0\n")
+    out = tmp_path / "run"
+    assert cli.main(["bpmf", "--data", str(data), "--rank", "3", "--batch-size", "30",
+                     "--round-length", "4", "--samples", "20", "--burnin", "5", "--thin", "2",
+                     "--out", str(out), "--no-progress"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert np.isfinite(summary["final_test_rmse"]) and summary["kept_samples"] == 10 * 2
+    assert cli.main(["predict", "--result", str(out / "result.npz"), "--rows", "0", "1",
+                     "--cols", "2", "3"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2 and all(np.isfinite(float(x)) for x in lines[0].split()[2:])
+    assert cli.main(["bpmf", "--data", str(data), "--rank", "0", "--out", str(out)]) == 2

@@ -265,6 +265,7 @@ struct pymf_dsgld_scratch {
     double *noise;              /* width doubles */
     uint32_t *noise_ids;        /* counter rows of the touched rows of one side */
     double *noise_block;        /* their Gaussians, touched rows x width */
+    uint32_t *batch_words;      /* Philox words of the minibatch draws, 4 per counter */
 };
 
 void pymf_dsgld_scratch_destroy(pymf_dsgld_scratch *s)
@@ -281,6 +282,7 @@ void pymf_dsgld_scratch_destroy(pymf_dsgld_scratch *s)
     free(s->noise);
     free(s->noise_ids);
     free(s->noise_block);
+    free(s->batch_words);
     free(s);
 }
 
@@ -307,9 +309,10 @@ pymf_dsgld_scratch *pymf_dsgld_scratch_create(int rank, int64_t max_stripe_users
     const int64_t most = tu > tv ? tu : tv;
     s->noise_ids = malloc((size_t)(most + 1) * sizeof(uint32_t));
     s->noise_block = malloc((size_t)((most + 1) * s->width) * sizeof(double));
+    s->batch_words = malloc((size_t)(4 * ((batch_size + 3) / 4)) * sizeof(uint32_t));
     if (s->grad_u == NULL || s->grad_v == NULL || s->stamp_u == NULL || s->stamp_v == NULL ||
         s->touched_u == NULL || s->touched_v == NULL || s->draws == NULL || s->noise == NULL ||
-        s->noise_ids == NULL || s->noise_block == NULL) {
+        s->noise_ids == NULL || s->noise_block == NULL || s->batch_words == NULL) {
         pymf_dsgld_scratch_destroy(s);
         return NULL;
     }
@@ -338,15 +341,14 @@ static void accumulate(const pymf_bpmf_model *model, const pymf_dsgld_block *blk
     const int D = model->rank, width = s->width;
     const int64_t m = st->batch_size;
     const uint64_t n = (uint64_t)blk->n_entries;
-    const uint32_t key[2] = {(uint32_t)st->noise_seed, (uint32_t)(st->noise_seed >> 32)};
-    for (int64_t g = 0; 4 * g < m; ++g) {
-        const uint32_t ctr[4] = {(uint32_t)g, (uint32_t)blk->block_id, (uint32_t)step,
-                                 PYMF_STREAM_BPMF_BATCH | ((uint32_t)((uint64_t)step >> 32) << 8)};
-        uint32_t bits[4];
-        pymf_philox4x32_10(ctr, key, bits);
-        for (int lane = 0; lane < 4; ++lane)
-            s->draws[4 * g + lane] = (int64_t)(((uint64_t)bits[lane] * n) >> 32);
-    }
+    /* m entry positions from Philox words of counters {g, block, step, BATCH}: (w * n) >> 32
+     * maps a 32-bit word to [0, n) (bias < n / 2^32, negligible) */
+    const uint32_t n_groups = (uint32_t)((m + 3) / 4);
+    uint32_t *words = s->batch_words;
+    pymf_philox_words(st->noise_seed, PYMF_STREAM_BPMF_BATCH, (uint64_t)step,
+                      (uint32_t)blk->block_id, n_groups, words);
+    for (int64_t t = 0; t < m; ++t)
+        s->draws[t] = (int64_t)(((uint64_t)words[t] * n) >> 32);
     ++s->tick;
     int64_t tu = 0, tv = 0;
     for (int64_t t = 0; t < m; ++t) {

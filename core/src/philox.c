@@ -80,3 +80,28 @@ void pymf_noise_row_list(uint64_t seed, uint32_t stream, uint64_t t, const uint3
 {
     noise_rows(seed, stream, t, 0, rows, n_rows, rank, out);
 }
+
+PYMF_VECTOR_CLONES
+void pymf_philox_words(uint64_t seed, uint32_t stream, uint64_t t, uint32_t row,
+                       uint32_t n_groups, uint32_t *out)
+{
+    const uint32_t t_lo = (uint32_t)t, tag = stream | ((uint32_t)(t >> 32) << 8);
+    uint32_t c0[PYMF_NOISE_LANES], c1[PYMF_NOISE_LANES], c2[PYMF_NOISE_LANES], c3[PYMF_NOISE_LANES];
+    for (uint32_t start = 0; start < n_groups; start += PYMF_NOISE_LANES) {
+        const int n = (int)(n_groups - start < PYMF_NOISE_LANES ? n_groups - start : PYMF_NOISE_LANES);
+        for (int l = 0; l < n; ++l) {
+            c0[l] = start + (uint32_t)l;
+            c1[l] = row;
+            c2[l] = t_lo;
+            c3[l] = tag;
+        }
+        philox_lanes(n, c0, c1, c2, c3, (uint32_t)seed, (uint32_t)(seed >> 32));
+        for (int l = 0; l < n; ++l) {
+            uint32_t *dst = out + 4 * (size_t)(start + (uint32_t)l);
+            dst[0] = c0[l];
+            dst[1] = c1[l];
+            dst[2] = c2[l];
+            dst[3] = c3[l];
+        }
+    }
+}

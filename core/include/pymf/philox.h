@@ -173,6 +173,10 @@ void pymf_noise_rows(uint64_t seed, uint32_t stream, uint64_t t, uint32_t first_
  * rows[r]. */
 void pymf_noise_row_list(uint64_t seed, uint32_t stream, uint64_t t, const uint32_t *rows,
                          uint32_t n_rows, int rank, double *out);
+/* Raw Philox output for counters {g, row, t, stream} with g = 0 .. n_groups - 1: out[4 g + i]
+ * is word i of counter g (4 n_groups words), computed many counters at a time. */
+void pymf_philox_words(uint64_t seed, uint32_t stream, uint64_t t, uint32_t row,
+                       uint32_t n_groups, uint32_t *out);
 #endif
 
 #endif
