@@ -163,28 +163,60 @@ def cmd_fit(args):
     return 0
 
 
-def cmd_bpmf(args):
-    """Bayesian PMF: DSGLD (square / column / hybrid split), SGLD or BPMF Gibbs."""
+def bpmf_arguments(parser):
+    """The options of a BPMF run, shared by `pymf bpmf` and `python -m pymf.mpi_bpmf`."""
+    parser.add_argument("--data", required=True, help="MovieLens file, .npy matrix or .npz with V")
+    parser.add_argument("--test-fraction", type=float, default=0.2)
+    parser.add_argument("--split-seed", type=int, default=0)
+    parser.add_argument("--rank", type=int, default=10)
+    parser.add_argument("--tau", type=float, default=2.0)
+    parser.add_argument("--alpha0", type=float, default=1.0)
+    parser.add_argument("--beta0", type=float, default=1.0)
+    parser.add_argument("--no-bias", action="store_true")
+    parser.add_argument("--split", choices=["square", "column", "hybrid"], default="square")
+    parser.add_argument("--blocks", default="2", help="B (square), S (column) or P,Q (hybrid)")
+    parser.add_argument("--chains", type=int, default=None)
+    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--round-length", type=int, default=10)
+    parser.add_argument("--eps0", type=float, default=1e-3)
+    parser.add_argument("--kappa", type=float, default=1000.0)
+    parser.add_argument("--hyper-every", type=int, default=10)
+    parser.add_argument("--samples", type=int, default=2000)
+    parser.add_argument("--burnin", type=int, default=200)
+    parser.add_argument("--burnin-rmse", type=float, default=None)
+    parser.add_argument("--thin", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-keep-samples", action="store_true")
+
+
+def bpmf_run_from_args(args, ratings):
+    """(train, test, model, DSGLD sampler) from the shared options."""
     import pymf
-    data = _load_data(args.data, args)
-    ratings = data if isinstance(data, pymf.Ratings) else pymf.Ratings.from_dense(data)
     test = None
     if args.test_fraction > 0:
         ratings, test = ratings.split(args.test_fraction, seed=args.split_seed)
     model = pymf.BPMF(args.rank, tau=args.tau, alpha0=args.alpha0, beta0=args.beta0,
                       bias=not args.no_bias)
-    step = pymf.AnnealedStep(args.eps0, args.kappa)
+    blocks = tuple(int(x) for x in args.blocks.split(",")) if args.split == "hybrid" \
+        else int(args.blocks)
+    sampler = pymf.DSGLD(chains=args.chains, split=args.split, blocks=blocks,
+                         workers=getattr(args, "threads", None), batch_size=args.batch_size,
+                         round_length=args.round_length,
+                         step_size=pymf.AnnealedStep(args.eps0, args.kappa),
+                         hyper_every=args.hyper_every)
+    return ratings, test, model, sampler
+
+
+def cmd_bpmf(args):
+    """Bayesian PMF: DSGLD (square / column / hybrid split), SGLD or BPMF Gibbs."""
+    import pymf
+    data = _load_data(args.data, args)
+    ratings = data if isinstance(data, pymf.Ratings) else pymf.Ratings.from_dense(data)
+    if args.sampler == "sgld":
+        args.blocks, args.split, args.chains = "1", "square", 1
+    ratings, test, model, sampler = bpmf_run_from_args(args, ratings)
     if args.sampler == "gibbs":
         sampler = pymf.BPMFGibbs(hyperprior=args.hyperprior, workers=args.threads)
-    else:
-        blocks = tuple(int(x) for x in args.blocks.split(",")) if args.split == "hybrid" \
-            else int(args.blocks)
-        if args.sampler == "sgld":
-            blocks, args.split, args.chains = 1, "square", 1
-        sampler = pymf.DSGLD(chains=args.chains, split=args.split, blocks=blocks,
-                             workers=args.threads, batch_size=args.batch_size,
-                             round_length=args.round_length, step_size=step,
-                             hyper_every=args.hyper_every)
     started = time.perf_counter()
     result = pymf.sample(model, ratings, sampler, n_samples=args.samples, burnin=args.burnin,
                          thin=args.thin, seed=args.seed, test=test, burnin_rmse=args.burnin_rmse,
@@ -316,35 +348,14 @@ def build_parser():
 
     p = sub.add_parser("predict", help="posterior mean and sd of (W H)_ij from a saved result")
     b = sub.add_parser("bpmf", help="Bayesian PMF by DSGLD, SGLD or Gibbs")
-    b.add_argument("--data", required=True, help="MovieLens file, .npy matrix or .npz with V")
-    b.add_argument("--demo-size", type=int, default=256)
-    b.add_argument("--test-fraction", type=float, default=0.2)
-    b.add_argument("--split-seed", type=int, default=0)
-    b.add_argument("--rank", type=int, default=10)
-    b.add_argument("--tau", type=float, default=2.0)
-    b.add_argument("--alpha0", type=float, default=1.0)
-    b.add_argument("--beta0", type=float, default=1.0)
-    b.add_argument("--no-bias", action="store_true")
+    bpmf_arguments(b)
     b.add_argument("--sampler", choices=["dsgld", "sgld", "gibbs"], default="dsgld")
     b.add_argument("--hyperprior", choices=["wishart", "gamma"], default="wishart",
                    help="BPMF Gibbs hyperprior")
-    b.add_argument("--split", choices=["square", "column", "hybrid"], default="square")
-    b.add_argument("--blocks", default="2", help="B (square), S (column) or P,Q (hybrid)")
-    b.add_argument("--chains", type=int, default=None)
-    b.add_argument("--batch-size", type=int, default=1000)
-    b.add_argument("--round-length", type=int, default=10)
-    b.add_argument("--eps0", type=float, default=1e-3)
-    b.add_argument("--kappa", type=float, default=1000.0)
-    b.add_argument("--hyper-every", type=int, default=10)
-    b.add_argument("--samples", type=int, default=2000)
-    b.add_argument("--burnin", type=int, default=200)
-    b.add_argument("--burnin-rmse", type=float, default=None)
-    b.add_argument("--thin", type=int, default=5)
     b.add_argument("--threads", type=int, default=None)
-    b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--no-keep-samples", action="store_true")
+    b.add_argument("--demo-size", type=int, default=256)
     b.add_argument("--no-progress", action="store_true")
-    b.add_argument("--out", default="pymf-bpmf")
+    b.add_argument("--out", default="pymf-bpmf", help="output folder")
     b.set_defaults(func=cmd_bpmf)
 
     p.add_argument("--result", required=True)

@@ -30,8 +30,7 @@ import sys
 import numpy as np
 
 from pymf import _bpmf
-from pymf.bpmf import (BPMF, DSGLD, AnnealedStep, Layout, _initial_params, _rmse, bpmf_seeds,
-                       sample_bpmf)
+from pymf.bpmf import DSGLD, Layout, _initial_params, _rmse, bpmf_seeds, sample_bpmf
 from pymf.errors import DivergenceError
 
 _TAG_TASK, _TAG_RESULT = 11, 12
@@ -240,49 +239,24 @@ def load_ratings(path):
 
 
 def _parser():
+    from pymf.cli import bpmf_arguments
     p = argparse.ArgumentParser(prog="python -m pymf.mpi_bpmf", description=__doc__.split("\n")[0])
-    p.add_argument("--data", required=True, help="MovieLens file or .npz (rows, cols, values, shape)")
-    p.add_argument("--test-fraction", type=float, default=0.2)
-    p.add_argument("--split-seed", type=int, default=0)
-    p.add_argument("--rank", type=int, default=10)
-    p.add_argument("--tau", type=float, default=2.0)
-    p.add_argument("--alpha0", type=float, default=1.0)
-    p.add_argument("--beta0", type=float, default=300.0)
-    p.add_argument("--split", default="square", choices=["square", "column", "hybrid"])
-    p.add_argument("--blocks", default="2", help="B, S or P,Q (hybrid)")
-    p.add_argument("--chains", type=int, default=None)
-    p.add_argument("--batch-size", type=int, default=1000)
-    p.add_argument("--round-length", type=int, default=50)
-    p.add_argument("--eps0", type=float, default=2e-4)
-    p.add_argument("--kappa", type=float, default=100.0)
-    p.add_argument("--hyper-every", type=int, default=10)
-    p.add_argument("--samples", type=int, default=500)
-    p.add_argument("--burnin", type=int, default=100)
-    p.add_argument("--thin", type=int, default=5)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-keep-samples", action="store_true")
+    bpmf_arguments(p)
     p.add_argument("--out", required=True, help="result .npz (written by rank 0)")
     return p
 
 
 def main(argv=None):
+    from pymf.cli import bpmf_run_from_args
     args = _parser().parse_args(argv)
-    ratings = load_ratings(args.data)
-    train, test = ratings.split(args.test_fraction, seed=args.split_seed) \
-        if args.test_fraction > 0 else (ratings, None)
-    blocks = tuple(int(x) for x in args.blocks.split(",")) if args.split == "hybrid" \
-        else int(args.blocks)
-    model = BPMF(args.rank, tau=args.tau, alpha0=args.alpha0, beta0=args.beta0)
-    sampler = DSGLD(chains=args.chains, split=args.split, blocks=blocks,
-                    batch_size=args.batch_size, round_length=args.round_length,
-                    step_size=AnnealedStep(args.eps0, args.kappa),
-                    hyper_every=args.hyper_every)
+    train, test, model, sampler = bpmf_run_from_args(args, load_ratings(args.data))
     res = sample(model, train, sampler, args.samples, burnin=args.burnin, thin=args.thin,
-                 seed=args.seed, test=test, keep_samples=not args.no_keep_samples)
+                 seed=args.seed, test=test, keep_samples=not args.no_keep_samples,
+                 burnin_rmse=args.burnin_rmse)
     if res is not None:
-        res.save(args.out)
+        path = res.save(args.out)
         rmse = res.trace["test_rmse"][-1] if len(res.trace["test_rmse"]) else float("nan")
-        print(json.dumps({"out": os.path.abspath(args.out), "test_rmse": float(rmse),
+        print(json.dumps({"out": os.path.abspath(path), "test_rmse": float(rmse),
                           "seconds": float(res.trace["time"][-1])}))
     return 0
 

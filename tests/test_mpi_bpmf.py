@@ -61,7 +61,7 @@ def test_server_reproduces_shared_memory_bit_for_bit(data_file, tmp_path, n_rank
     grid = tuple(int(x) for x in blocks.split(",")) if split == "hybrid" else int(blocks)
     sampler = pymf.DSGLD(split=split, blocks=grid, batch_size=30, round_length=4,
                          step_size=pymf.AnnealedStep(2e-3, 50), hyper_every=3)
-    model = pymf.BPMF(3, beta0=300.0)
+    model = pymf.BPMF(3)
     shared = pymf.sample(model, train, sampler, n_samples=30, burnin=10, thin=5, seed=9,
                          test=test)
     for key in shared.samples:
