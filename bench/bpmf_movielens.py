@@ -20,6 +20,10 @@ fixed at --map-precision (25: the best of 2, 10, 25, 50, 100 on this split for S
 tuned on the test set, which favours the optimisers). Threads: --threads (default: all
 cores).
 
+Also measured: split-R-hat / ESS across the DSGLD chains (first repeat), and the cost of a
+DSGLD-S round under the MPI parameter server (--mpi-ranks 5: a server and one worker per
+block, oversubscribing the cores) against shared memory, with the bytes a round moves.
+
 Output: JSON (stdout and OUT/bpmf_movielens.json), a table, and OUT/bpmf_movielens.png
 (RMSE against wall time, log time axis, one panel per D, first repeat).
 """
@@ -85,8 +89,57 @@ def run_one(kind, make, model, train, test, seed, budget, gibbs_sweeps, map_prec
     times = np.asarray(res.trace["time"], dtype=float)
     rmse = np.asarray(res.trace["test_rmse"], dtype=float)
     units = res.trace["epoch" if kind == "fit" else "iteration"]
-    return {"times": times, "rmse": rmse, "final_rmse": float(rmse[-1]), "seconds": float(times[-1]),
-            "wall_seconds": wall, "units": int(units[-1])}
+    out = {"times": times, "rmse": rmse, "final_rmse": float(rmse[-1]), "seconds": float(times[-1]),
+           "wall_seconds": wall, "units": int(units[-1])}
+    if kind == "sample":  # split-R-hat and ESS across the chains (several chains only)
+        out["diagnostics"] = {k: {m: round(v, 3) for m, v in d.items()}
+                              for k, d in res.diagnostics().items()} if res.summaries["train_rmse"].shape[0] > 1 else None
+    return out
+
+
+def mpi_round_cost(args, D, threads):
+    """Seconds per DSGLD-S round under the MPI parameter server (1 server + 4 workers, one
+    per block) and in shared memory, same settings, and the bytes a round moves."""
+    import json as _json
+    import subprocess
+    import tempfile
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if not os.path.exists(mpiexec):
+        return {"skipped": "no mpiexec beside this Python (install the 'mpi' extra)"}
+    rounds = args.mpi_rounds
+    env = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               PRTE_MCA_rmaps_default_mapping_policy=":oversubscribe",
+               OMPI_MCA_btl_sm_single_copy_mechanism="none")
+    common = ["--data", args.data, "--split-seed", str(args.split_seed), "--rank", str(D),
+              "--tau", str(args.tau), "--split", "square", "--blocks", "2",
+              "--batch-size", "1000", "--round-length", "10", "--eps0", "1e-3",
+              "--samples", str(rounds), "--burnin", "0", "--thin", str(rounds),
+              "--no-keep-samples"]
+    seconds = []
+    for n_ranks in (args.mpi_ranks,):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.npz")
+            proc = subprocess.run([mpiexec, "-n", str(n_ranks), "--bind-to", "none", sys.executable,
+                                   "-m", "pymf.mpi_bpmf", *common, "--out", out], env=env,
+                                  capture_output=True, text=True, cwd=tmp, timeout=600)
+            if proc.returncode != 0:
+                return {"failed": proc.stderr[-500:]}
+            seconds.append(_json.loads(proc.stdout.strip().splitlines()[-1])["seconds"])
+    ratings = pymf.datasets.load_movielens(args.data)
+    train, test = ratings.split(0.2, seed=args.split_seed)
+    sampler = pymf.DSGLD(split="square", blocks=2, batch_size=1000, round_length=10,
+                         step_size=pymf.AnnealedStep(1e-3, 1000), workers=threads)
+    res = pymf.sample(pymf.BPMF(D, tau=args.tau), train, sampler, n_samples=rounds, thin=rounds,
+                      seed=0, test=test, keep_samples=False)
+    L, M = ratings.shape
+    per_round = 2 * 2 * 2 * 8 * ((L / 2 + M / 2) * (D + 1))  # 2 chains x 2 blocks x both ways
+    return {"ranks": args.mpi_ranks, "workers": args.mpi_ranks - 1, "rounds": rounds,
+            "mpi_seconds_per_round": seconds[0] / rounds,
+            "shared_memory_seconds_per_round": float(res.trace["time"][-1]) / rounds,
+            "shared_memory_threads": threads,
+            "sub_parameter_bytes_per_round": int(per_round),
+            "full_U_V_bytes_per_chain": int(8 * (L + M) * (D + 1))}
 
 
 def main(argv=None):
@@ -102,6 +155,8 @@ def main(argv=None):
                    help="fixed precisions of SGD/DSGD (their regularisation)")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--methods", nargs="+", default=None, help="subset of the method names")
+    p.add_argument("--mpi-ranks", type=int, default=5, help="0: skip the MPI round-cost test")
+    p.add_argument("--mpi-rounds", type=int, default=500)
     p.add_argument("--out", default=os.path.join(HERE, "..", "results", "bpmf_movielens"))
     args = p.parse_args(argv)
     if not os.path.exists(args.data):
@@ -146,7 +201,8 @@ def main(argv=None):
                    "seconds_to_0.890": to_target, "seconds_to_gibbs_rmse": to_gibbs,
                    "speedup_vs_gibbs": (gibbs_seconds / to_gibbs) if to_gibbs and math.isfinite(to_gibbs)
                    and gibbs_seconds else None,
-                   "all_final_rmse": [r["final_rmse"] for r in rs]}
+                   "all_final_rmse": [r["final_rmse"] for r in rs],
+                   "diagnostics_first_run": rs[0].get("diagnostics")}
             table_rows.append(row)
             document["results"].append({k: (None if isinstance(v, float) and math.isinf(v) else v)
                                         for k, v in row.items()})
@@ -155,6 +211,8 @@ def main(argv=None):
                                                              "seconds": gibbs_seconds,
                                                              "sweeps": args.gibbs_sweeps}
         panels.append((f"MovieLens-100K, D={D}", panel))
+    if args.mpi_ranks:
+        document["mpi_round_cost"] = {str(D): mpi_round_cost(args, D, threads) for D in args.ranks}
     os.makedirs(args.out, exist_ok=True)
     document["plot"] = plot_traces(panels, os.path.join(args.out, "bpmf_movielens.png"),
                                    f"BPMF test RMSE vs wall time ({threads} threads)",

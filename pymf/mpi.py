@@ -31,8 +31,10 @@ import glob
 import hashlib
 import json
 import os
+import re
 import sys
 import time
+import zipfile
 
 import numpy as np
 
@@ -270,12 +272,14 @@ def sample(model, data, n_samples, step_size, burnin=0, thin=1, seed=0, out_dir=
         fh.write(str(os.getpid()))
 
     # ---- resume: the newest iteration every rank has a checkpoint for ----
+    # only finished checkpoints: a rank killed while writing leaves rank{r}.t{t}.npz.tmp.npz,
+    # which the pattern below does not match (resuming from it hung the other ranks)
     mine = {}
+    finished = re.compile(rf"rank{rank}\.t(\d+)\.npz")
     for path in glob.glob(os.path.join(ckpt_dir, f"rank{rank}.t*.npz")):
-        try:
-            mine[int(os.path.basename(path).split(".t")[1].split(".")[0])] = path
-        except ValueError:
-            continue
+        match = finished.fullmatch(os.path.basename(path))
+        if match:
+            mine[int(match.group(1))] = path
     common = set(mine)
     for other in comm.allgather(sorted(mine)):
         common &= set(other)
@@ -292,26 +296,29 @@ def sample(model, data, n_samples, step_size, burnin=0, thin=1, seed=0, out_dir=
     h_path = os.path.join(out_dir, "H_samples.npy")
     if common:
         t_resume = max(common)
-        with np.load(mine[t_resume], allow_pickle=False) as ck:
-            if str(ck["fingerprint"]) != fingerprint:
-                ok, message = False, f"checkpoint {mine[t_resume]!r} belongs to a different run"
-            else:
-                ok, message = True, ""
-                W_grid = W_grid0.copy()
-                W_grid[r0:r1] = ck["W_piece"]
-                held = int(ck["held"])
-                Ht_grid = Ht_grid0.copy()
-                Ht_grid[col_start[held]:col_start[held + 1]] = ck["H_piece"]
-                chain.set_state(W_grid, Ht_grid, t_resume)
-                state.update(t=t_resume, n_kept=int(ck["n_kept"]), elapsed=float(ck["elapsed"]),
-                             compute=float(ck["compute"]), communicate=float(ck["communicate"]))
-                W_sum = ck["W_sum"].copy()
-                H_sum_piece = ck["H_sum_piece"].copy()
-                sample_iterations[: state["n_kept"]] = ck["sample_iterations"]
-                for key in state["trace"]:
-                    state["trace"][key] = list(ck["trace_" + key])
-                if test is not None:
-                    test_pred_sum = ck["test_pred_sum"].copy()
+        try:  # a damaged file must fail every rank together (a lone failure hangs the rest)
+            with np.load(mine[t_resume], allow_pickle=False) as ck:
+                if str(ck["fingerprint"]) != fingerprint:
+                    ok, message = False, f"checkpoint {mine[t_resume]!r} belongs to a different run"
+                else:
+                    ok, message = True, ""
+                    W_grid = W_grid0.copy()
+                    W_grid[r0:r1] = ck["W_piece"]
+                    held = int(ck["held"])
+                    Ht_grid = Ht_grid0.copy()
+                    Ht_grid[col_start[held]:col_start[held + 1]] = ck["H_piece"]
+                    chain.set_state(W_grid, Ht_grid, t_resume)
+                    state.update(t=t_resume, n_kept=int(ck["n_kept"]), elapsed=float(ck["elapsed"]),
+                                 compute=float(ck["compute"]), communicate=float(ck["communicate"]))
+                    W_sum = ck["W_sum"].copy()
+                    H_sum_piece = ck["H_sum_piece"].copy()
+                    sample_iterations[: state["n_kept"]] = ck["sample_iterations"]
+                    for key in state["trace"]:
+                        state["trace"][key] = list(ck["trace_" + key])
+                    if test is not None:
+                        test_pred_sum = ck["test_pred_sum"].copy()
+        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+            ok, message = False, f"checkpoint {mine[t_resume]!r} cannot be read ({exc})"
         _agree(comm, ok, message)
         comm.Barrier()
         W_samples = open_memmap(w_path, mode="r+")

@@ -153,3 +153,22 @@ def test_bad_setups_fail_on_every_rank_without_hanging(dense_file, tmp_path):
     mixed = run_mpi(2, "psgld", "--shards", str(tmp_path / "a{rank}.npz"), "--rank", "2", "--samples", "5", "--thin", "1",
                     "--out", str(tmp_path / "c"), cwd=tmp_path, timeout=120)
     assert mixed.returncode != 0 and "ranks see different data" in mixed.stderr
+
+
+def test_unfinished_and_damaged_checkpoints(dense_file, tmp_path):
+    """A rank killed while writing leaves a .tmp file: resuming ignores it. A damaged
+    finished checkpoint fails every rank with the same message instead of hanging the others
+    (found by CI: the resume once read a half-written .tmp file and the other rank waited)."""
+    _, path = dense_file
+    out = tmp_path / "run"
+    args = ["psgld", "--data", path, "--rank", "2", "--samples", "200", "--thin", "50",
+            "--checkpoint-every", "50", "--out", str(out)]
+    assert run_mpi(2, *args, cwd=tmp_path, timeout=120).returncode == 0
+    for r in range(2):
+        (out / "checkpoint" / f"rank{r}.t999.npz.tmp.npz").write_bytes(b"half a file")
+    again = run_mpi(2, *args, cwd=tmp_path, timeout=120)
+    assert again.returncode == 0, again.stderr
+    (out / "checkpoint" / "rank1.t200.npz").write_bytes(b"PK garbage")
+    damaged = run_mpi(2, *args, cwd=tmp_path, timeout=120)
+    assert damaged.returncode != 0
+    assert "cannot be read" in damaged.stderr
