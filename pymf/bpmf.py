@@ -322,6 +322,7 @@ class BPMFResult:
         self.mean_rating, self.tau = mean_rating, tau
         self.test_pairs = test_pairs
         self.last_state = last_state
+        self.interrupted = False
 
     def __repr__(self):
         rmse = self.trace["test_rmse"][-1] if len(self.trace.get("test_rmse", [])) else float("nan")
@@ -614,6 +615,13 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=
                           f"{elapsed:.1f}s", flush=True)
                 if callback is not None and callback(t, trace) is True:
                     break  # the caller asked to stop (e.g. a wall-time budget)
+    except KeyboardInterrupt:
+        # Ctrl-C: return what was sampled so far (the last round finished or was undone)
+        result = _finish(chains, ratings, sampler, model, test, welford if test is not None else None,
+                         kept_samples, summaries, trace, burnin_end, mean_rating,
+                         test_users if test is not None else None, seed, C)
+        result.interrupted = True
+        return result
     except DivergenceError as exc:
         exc.partial = _finish(chains, ratings, sampler, model, test, welford if test is not None else None,
                               kept_samples, summaries, trace, burnin_end, mean_rating,

@@ -481,3 +481,18 @@ def test_command_line_bpmf_and_predict(tmp_path, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2 and all(np.isfinite(float(x)) for x in lines[0].split()[2:])
     assert cli.main(["bpmf", "--data", str(data), "--rank", "0", "--out", str(out)]) == 2
+
+
+def test_ctrl_c_returns_what_was_sampled():
+    R = synthetic(L=40, M=30, D=3)
+    sampler = pymf.DSGLD(blocks=2, batch_size=30, round_length=4, step_size=1e-3)
+
+    def interrupt(t, trace):
+        if t >= 20:
+            raise KeyboardInterrupt
+
+    res = pymf.sample(pymf.BPMF(3), R, sampler, n_samples=1000, thin=2, seed=0,
+                      trace_every=5, callback=interrupt)
+    assert res.interrupted
+    assert res.trace["iteration"][-1] == 20 and res.samples["U"].shape[0] == 10
+    assert all(np.all(np.isfinite(v)) for v in res.last_state.values())
