@@ -306,8 +306,8 @@ class BPMFResult:
                           when keep_samples=True, else None
     trace                 iteration (rounds or sweeps), time (s), train_rmse (mean of the
                           chains' current states), test_rmse (the running average of the
-                          kept samples; NaN before the first), test_rmse_chain0 (chain 0's
-                          current state: shown during burn-in only as a progress signal)
+                          kept samples; NaN during burn-in: the test RMSE of a single sample
+                          is never reported)
     last_state            the chains' final (on divergence: last finite) U, V, a, b, each
                           (chains, ...) in the original order
     summaries             per kept sample and chain: train_rmse, norm_U, norm_V, lam_u_mean,
@@ -552,7 +552,7 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=
         welford = Welford(test.nnz)
     kept_samples = {"U": [], "V": [], "a": [], "b": []} if keep_samples else None
     summaries = {}
-    trace = {"iteration": [], "time": [], "train_rmse": [], "test_rmse": [], "test_rmse_chain0": []}
+    trace = {"iteration": [], "time": [], "train_rmse": [], "test_rmse": []}
     t0 = time.perf_counter()
     elapsed = 0.0  # time spent in the samplers and their bookkeeping, not in callbacks
     burnin_end = None if burnin_rmse is not None else burnin
@@ -600,11 +600,6 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=
                 trace["iteration"].append(t)
                 trace["train_rmse"].append(train)
                 trace["test_rmse"].append(test_rmse)
-                if test is not None:
-                    r0 = chains.predict(0, test_users, test_items) - test.values
-                    trace["test_rmse_chain0"].append(_rmse(_sum_sq(r0), test.nnz))
-                else:
-                    trace["test_rmse_chain0"].append(float("nan"))
                 if burnin_end is None and train <= burnin_rmse:
                     burnin_end = t
             elapsed += time.perf_counter() - start
