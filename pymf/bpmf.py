@@ -518,11 +518,7 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=
     callback     called as callback(t, trace) at every trace point; returning True stops
                  the run there (the result holds everything so far)
     """
-    if isinstance(sampler, DSGLD):
-        pass
-    elif isinstance(sampler, BPMFGibbs):
-        pass
-    else:
+    if not isinstance(sampler, (DSGLD, BPMFGibbs)):
         raise ValueError(f"a BPMF model is sampled by pymf.DSGLD, pymf.SGLD or pymf.BPMFGibbs, "
                          f"got {sampler!r}")
     ratings = model.check_data(data)
