@@ -450,6 +450,13 @@ def test_bad_input():
     res = pymf.sample(model, R, sampler, 3, seed=0)
     with pytest.raises(ValueError, match="out of range"):
         res.predict([100], [0])
+    # the C core refuses a non-finite state, naming the value
+    layout = Layout(R, (2, 2), False, np.random.default_rng(0)).c
+    chains = _bpmf.DSGLDChains(layout, model.c_model(3.0), 1, 5, 2, 0, True, [1], [2])
+    U = np.zeros((10, 2))
+    U[3, 1] = np.nan
+    with pytest.raises(ValueError, match=r"not finite: U\[7\]"):
+        chains.set_state(0, U, np.zeros((8, 2)), np.zeros(10), np.zeros(8), np.ones(6), 0)
 
 
 def test_divergence_names_the_round_and_keeps_the_last_finite_state():

@@ -56,6 +56,21 @@ pymf_status pymf_bpmf_check(const pymf_bpmf_model *model, const pymf_bpmf_data *
     return PYMF_OK;
 }
 
+pymf_status pymf_bpmf_check_finite(const double *U, const double *V, const double *a,
+                                   const double *b, const double *hyper, int64_t n_users,
+                                   int64_t n_items, int rank, int64_t n_hyper, pymf_error *err)
+{
+    const struct { const double *src; int64_t n; const char *name; } parts[5] = {
+        {U, n_users * rank, "U"}, {V, n_items * rank, "V"}, {a, n_users, "a"},
+        {b, n_items, "b"}, {hyper, n_hyper, "hyper-parameter"}};
+    for (int k = 0; k < 5; ++k)
+        for (int64_t e = 0; e < parts[k].n; ++e)
+            if (!isfinite(parts[k].src[e]))
+                return pymf_fail(err, PYMF_EINVAL, "a BPMF state is not finite: %s[%lld] = %g",
+                                 parts[k].name, (long long)e, parts[k].src[e]);
+    return PYMF_OK;
+}
+
 int pymf_bpmf_group_block(const pymf_bpmf_data *d, int group, int slot)
 {
     const int P = d->n_row_blocks, Q = d->n_col_blocks;
@@ -685,13 +700,8 @@ pymf_status pymf_dsgld_set_state(pymf_dsgld *d, int chain, const double *U, cons
         return pymf_fail(err, PYMF_EINVAL, "chain %d out of range", chain);
     if (round < 0)
         return pymf_fail(err, PYMF_EINVAL, "the round must be >= 0");
-    const struct { const double *src; int64_t n; const char *name; } parts[5] = {
-        {U, L * D, "U"}, {V, M * D, "V"}, {a, L, "a"}, {b, M, "b"}, {lambdas, 2 * D + 2, "the precisions"}};
-    for (int k = 0; k < 5; ++k)
-        for (int64_t e = 0; e < parts[k].n; ++e)
-            if (!isfinite(parts[k].src[e]))
-                return pymf_fail(err, PYMF_EINVAL, "the initial %s of chain %d is not finite",
-                                 parts[k].name, chain);
+    if (pymf_bpmf_check_finite(U, V, a, b, lambdas, L, M, D, 2 * D + 2, err) != PYMF_OK)
+        return err->status;
     for (int k = 0; k < 2 * D + 2; ++k)
         if (!(lambdas[k] > 0.0))
             return pymf_fail(err, PYMF_EINVAL, "precisions must be positive");

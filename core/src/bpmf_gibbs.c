@@ -108,12 +108,8 @@ pymf_status pymf_bpmf_gibbs_set_state(pymf_bpmf_gibbs *g, const double *U, const
 {
     const int D = g->model.rank;
     const int64_t L = g->rows->n_users, M = g->rows->n_items;
-    const struct { const double *src; int64_t n; } parts[5] = {
-        {U, L * D}, {V, M * D}, {a, L}, {b, M}, {hyper, g->hyper_size}};
-    for (int k = 0; k < 5; ++k)
-        for (int64_t e = 0; e < parts[k].n; ++e)
-            if (!isfinite(parts[k].src[e]))
-                return pymf_fail(err, PYMF_EINVAL, "the initial BPMF Gibbs state is not finite");
+    if (pymf_bpmf_check_finite(U, V, a, b, hyper, L, M, D, g->hyper_size, err) != PYMF_OK)
+        return err->status;
     if (sweep < 0)
         return pymf_fail(err, PYMF_EINVAL, "the sweep must be >= 0");
     memcpy(g->U, U, (size_t)(L * D) * sizeof(double));

@@ -80,6 +80,10 @@ static inline int pymf_bpmf_group_size(const pymf_bpmf_data *d)
 {
     return d->n_row_blocks < d->n_col_blocks ? d->n_row_blocks : d->n_col_blocks;
 }
+/* PYMF_EINVAL naming the first non-finite value of a state (U, V, a, b, n_hyper values). */
+pymf_status pymf_bpmf_check_finite(const double *U, const double *V, const double *a,
+                                   const double *b, const double *hyper, int64_t n_users,
+                                   int64_t n_items, int rank, int64_t n_hyper, pymf_error *err);
 /* Block of slot k (0 <= k < group size) of group g. */
 int pymf_bpmf_group_block(const pymf_bpmf_data *d, int group, int slot);
 /* The group chain c (0-based) works on in round r (1-based). */
