@@ -545,7 +545,7 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=
     step = getattr(sampler, "step_size", None)
     if test is not None:
         test_users, test_items = chains.layout.users_items(test.rows, test.cols)
-        welford = Welford(test.nnz)
+    welford = Welford(test.nnz) if test is not None else None
     kept_samples = {"U": [], "V": [], "a": [], "b": []} if keep_samples else None
     summaries = {}
     trace = {"iteration": [], "time": [], "train_rmse": [], "test_rmse": []}
@@ -556,6 +556,10 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=
     n_after = 0
     test_rmse = float("nan")
     show = progress if progress is not None else False
+    def finish():
+        return _finish(chains, ratings, sampler, model, test, welford, kept_samples, summaries,
+                       trace, burnin_end, mean_rating, seed, C)
+
     try:
         while True:
             if burnin_end is not None and n_after >= n_samples:
@@ -608,23 +612,17 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=
                     break  # the caller asked to stop (e.g. a wall-time budget)
     except KeyboardInterrupt:
         # Ctrl-C: return what was sampled so far (the last round finished or was undone)
-        result = _finish(chains, ratings, sampler, model, test, welford if test is not None else None,
-                         kept_samples, summaries, trace, burnin_end, mean_rating,
-                         test_users if test is not None else None, seed, C)
+        result = finish()
         result.interrupted = True
         return result
     except DivergenceError as exc:
-        exc.partial = _finish(chains, ratings, sampler, model, test, welford if test is not None else None,
-                              kept_samples, summaries, trace, burnin_end, mean_rating,
-                              test_users if test is not None else None, seed, C)
+        exc.partial = finish()
         raise
-    return _finish(chains, ratings, sampler, model, test, welford if test is not None else None,
-                   kept_samples, summaries, trace, burnin_end, mean_rating,
-                   test_users if test is not None else None, seed, C)
+    return finish()
 
 
 def _finish(chains, ratings, sampler, model, test, welford, kept_samples, summaries, trace,
-            burnin_end, mean_rating, test_users, seed, C):
+            burnin_end, mean_rating, seed, C):
     n = len(trace["time"])
     trace = {k: np.asarray(v[:n], dtype=np.float64) for k, v in trace.items()}
     samples = None
