@@ -139,6 +139,7 @@ cdef extern from "pymf/sgld.h" nogil:
     void pymf_langevin_get_cols(const pymf_langevin *sampler, int64_t c0, int64_t c1, double *out)
     void pymf_langevin_set_cols(pymf_langevin *sampler, int64_t c0, int64_t c1, const double *inp)
     int pymf_langevin_part(const pymf_langevin *sampler, int64_t t)
+    double *pymf_langevin_cols(pymf_langevin *sampler, int64_t c0)
     pymf_status pymf_langevin_loglik(const pymf_langevin *sampler, double *out, pymf_error *err)
     pymf_status pymf_sgld_minibatch(uint64_t schedule_seed, int64_t t, int64_t n_observed,
                                     int64_t batch_size, int64_t *out, pymf_error *err)

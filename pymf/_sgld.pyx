@@ -13,6 +13,7 @@ from pymf._core cimport (pymf_status, PYMF_LD, PYMF_PARTS_CYCLIC, PYMF_PARTS_RAN
                          pymf_langevin_get_state, pymf_langevin_loglik, pymf_langevin_part,
                          pymf_langevin_run, pymf_langevin_set_state, pymf_langevin_set_threads,
                          pymf_langevin_get_cols, pymf_langevin_set_cols, pymf_langevin_set_totals,
+                         pymf_langevin_cols,
                          pymf_nmf_model, pymf_noise_row, pymf_noise_rows, pymf_philox4x32_10,
                          pymf_sgld_minibatch, pymf_stream_seed)
 from pymf._chain cimport FactorChain, nmf_model
@@ -108,6 +109,15 @@ cdef class LangevinChain(FactorChain):
     def part(self, int64_t t):
         """The part PSGLD uses at iteration t (1-based)."""
         return pymf_langevin_part(self.chain, t)
+
+    def cols_view(self, int64_t c0, int64_t c1):
+        """Rows c0..c1-1 of the current H^T as an array over the chain's own memory (no
+        copy), for the MPI ring to send from and receive into. Valid only until the next
+        run() or set_state(): the state is double-buffered."""
+        if not (0 <= c0 < c1 <= self.data.grid.n_cols):
+            raise ValueError("bad column range")
+        cdef double[:, ::1] view = <double[:c1 - c0, :self.rank]> pymf_langevin_cols(self.chain, c0)
+        return np.asarray(view)
 
 
 

@@ -9,12 +9,13 @@ Run with B ranks for a B x B block grid:
 or call pymf.mpi.sample(...) on every rank. Rank r keeps row piece r of V and W_r for the
 whole run. At iteration t it updates block (r, c), c = (r + t - 1) mod B, with the C kernels
 (OpenMP threads inside the rank), then passes its H block to rank r - 1 and receives the
-next one from rank r + 1 (one buffer-based Sendrecv of (J/B) K doubles): the ring picks the cyclic parts
-of the shared-memory sampler, whose chain this one reproduces bit for bit (same seed, data
-and grid). W and H are gathered only at kept samples and trace points (every thin /
-trace_every iterations). Each rank writes its own rows of W and its own column piece of H
-into the sample files (.npy files in the output folder, which must be on a file system all
-ranks see); pymf.load(DIR) returns the same SampleResult as the shared-memory sampler.
+next one from rank r + 1 (one Sendrecv of (J/B) K doubles, straight from and into the
+sampler's memory): the ring picks the cyclic parts of the shared-memory sampler, whose
+chain this one reproduces bit for bit (same seed, data and grid). W and H are gathered only
+at kept samples and trace points (every thin / trace_every iterations). Each rank writes its
+own rows of W and its own column piece of H into the sample files (.npy files in the output
+folder, which must be on a file system all ranks see); pymf.load(DIR) returns the same
+SampleResult as the shared-memory sampler.
 
 Checkpoints: every checkpoint_every iterations each rank writes DIR/checkpoint/rank{r}.t{t}.npz
 (atomically); a rerun with the same settings resumes from the newest iteration that every
@@ -283,7 +284,7 @@ def sample(model, data, n_samples, step_size, burnin=0, thin=1, seed=0, out_dir=
     common = set(mine)
     for other in comm.allgather(sorted(mine)):
         common &= set(other)
-    state = {"t": 0, "n_kept": 0, "elapsed": 0.0, "compute": 0.0, "communicate": 0.0,
+    state = {"t": 0, "n_kept": 0, "elapsed": 0.0, "compute": 0.0, "communicate": 0.0, "bytes": 0,
              "trace": {k: [] for k in ["iteration", "time", "loglik", "logpost"] +
                        (["test_rmse", "test_rmse_sample"] if test is not None else [])}}
     W_sum = np.zeros((r1 - r0, K))
@@ -331,12 +332,6 @@ def sample(model, data, n_samples, step_size, burnin=0, thin=1, seed=0, out_dir=
         W_samples = open_memmap(w_path, mode="r+")
         H_samples = open_memmap(h_path, mode="r+")
 
-    max_piece = int(np.max(np.diff(col_start)))
-    # two buffers and Sendrecv rather than one and Sendrecv_replace: measured here, the
-    # replace variant stages the message through an internal copy and took twice as long
-    outgoing = np.zeros((max_piece, K))
-    incoming = np.zeros((max_piece, K))
-    bytes_per_iteration = outgoing.nbytes
     left, right = (rank - 1) % B, (rank + 1) % B
 
     def full_state():
@@ -417,7 +412,7 @@ def sample(model, data, n_samples, step_size, burnin=0, thin=1, seed=0, out_dir=
                           key=lambda p: int(os.path.basename(p).split(".t")[1].split(".")[0]))[:-2]:
             os.remove(old)
 
-    t = state["t"]
+    t = t_started = state["t"]
     if t == 0:
         record(0, *full_state())
     try:
@@ -426,11 +421,16 @@ def sample(model, data, n_samples, step_size, burnin=0, thin=1, seed=0, out_dir=
             started = time.perf_counter()
             chain.run(sampler.step_size(np.array([t], dtype=np.float64)))
             computed = time.perf_counter()
-            c0, c1 = int(col_start[held]), int(col_start[held + 1])
-            chain.get_cols(c0, c1, outgoing)
-            comm.Sendrecv(outgoing, dest=left, sendtag=t, recvbuf=incoming, source=right, recvtag=t)
-            held = (held + 1) % B
-            chain.set_cols(int(col_start[held]), int(col_start[held + 1]), incoming)
+            if B > 1:
+                # the block just updated goes to rank r - 1 and the next comes from rank
+                # r + 1, sent from and received into the sampler's state (two different
+                # blocks), with no copies; one rank alone has nothing to pass
+                c0, c1 = int(col_start[held]), int(col_start[held + 1])
+                held = (held + 1) % B
+                n0, n1 = int(col_start[held]), int(col_start[held + 1])
+                comm.Sendrecv(chain.cols_view(c0, c1), dest=left, sendtag=t,
+                              recvbuf=chain.cols_view(n0, n1), source=right, recvtag=t)
+                state["bytes"] += (c1 - c0) * K * 8
             finished = time.perf_counter()
             state["t"] = t
             state["compute"] += computed - started
@@ -470,7 +470,8 @@ def sample(model, data, n_samples, step_size, burnin=0, thin=1, seed=0, out_dir=
     H_mean.flush()
     W_samples.flush()
     H_samples.flush()
-    timings = comm.gather({"compute": state["compute"], "communicate": state["communicate"]}, root=0)
+    timings = comm.gather({"compute": state["compute"], "communicate": state["communicate"],
+                           "bytes": state["bytes"], "iterations": t - t_started}, root=0)
     if rank == 0:
         trace = {k: np.asarray(v, dtype=np.int64 if k == "iteration" else np.float64)
                  for k, v in state["trace"].items()}
@@ -480,7 +481,9 @@ def sample(model, data, n_samples, step_size, burnin=0, thin=1, seed=0, out_dir=
         params["mpi"].update({
             "compute_seconds": [round(x["compute"], 6) for x in timings],
             "communicate_seconds": [round(x["communicate"], 6) for x in timings],
-            "bytes_sent_per_rank_per_iteration": bytes_per_iteration,
+            # measured: the bytes of H blocks this run sent, per rank and iteration
+            "bytes_sent_per_rank_per_iteration": int(round(
+                sum(x["bytes"] for x in timings) / max(1, sum(x["iterations"] for x in timings)))),
             "model_bytes_per_iteration": int(round(shape[1] / B * K * 8)),
             "dsgld_full_sync_bytes_per_iteration": int((shape[0] + shape[1]) * K * 8),
         })

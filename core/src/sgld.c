@@ -138,6 +138,8 @@ void pymf_langevin_set_cols(pymf_langevin *s, int64_t c0, int64_t c1, const doub
     memcpy(s->Ht + c0 * K, in, sizeof(double) * (size_t)((c1 - c0) * K));
 }
 
+double *pymf_langevin_cols(pymf_langevin *s, int64_t c0) { return s->Ht + c0 * s->model.likelihood.rank; }
+
 pymf_status pymf_langevin_set_state(pymf_langevin *s, const double *W, const double *Ht,
                                     int64_t t, pymf_error *err)
 {

@@ -67,6 +67,11 @@ pymf_status pymf_langevin_set_totals(pymf_langevin *sampler, int64_t n_observed,
 void pymf_langevin_get_cols(const pymf_langevin *sampler, int64_t c0, int64_t c1, double *out);
 void pymf_langevin_set_cols(pymf_langevin *sampler, int64_t c0, int64_t c1, const double *in);
 
+/* The current state's rows of H^T from row c0 on, in place: valid until the next run or
+ * set_state (the state is double-buffered). The MPI ring sends from and receives into it
+ * without a copy. */
+double *pymf_langevin_cols(pymf_langevin *sampler, int64_t c0);
+
 /* The part (0..B-1) that PSGLD uses at iteration t (1-based). */
 int pymf_langevin_part(const pymf_langevin *sampler, int64_t t);
 
