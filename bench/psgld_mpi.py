@@ -12,10 +12,17 @@
    ((I + J) K sizeof(double)).
 4. Test RMSE against time on MovieLens-100K with B = 2, PSGLD over MPI versus shared-memory
    DSGD (pymf.fit), as in the paper's Fig. 5; a PNG.
-Each configuration is run --repeats times (median); the weak-scaling runs --weak-repeats
-times, interleaved across rank counts, with the median of the per-repeat ratios
-("paired eff.") beside the ratio of medians: on this shared 2-core VM single runs vary by
-+-20 %. Open MPI runs with its defaults (its single-copy transfers measured 0.074 ms per
+5. Two controls that say what the machine itself allows. (a) Two independent 1-rank jobs at
+   once: what two busy cores cost each other (caches, memory, clock). (b) The lock-step
+   control (bench/_lockstep_control.py): every rank runs the 1-rank problem with the same
+   kernels and waits for the others after each iteration at a zero-byte barrier -- the
+   compute and the synchronisation of the ring with no data moved. Its 1 -> p efficiency
+   bounds what any ring of p ranks can reach here; "eff. / lock-step" is the ring's share.
+Each configuration is run --repeats times (median); the weak-scaling runs and the lock-step
+control run --weak-repeats times, interleaved across rank counts, with the median of the
+per-repeat ratios ("paired eff.") beside the ratio of medians: on this shared 2-core VM
+single runs vary by +-20 %, and the speed of each core drifts by up to 40 % for seconds at
+a time (measured with one chain alone on an idle machine). Open MPI runs with its defaults (its single-copy transfers measured 0.074 ms per
 672,800-byte exchange here, against 0.103 ms with them off). Ranks run with OMP_NUM_THREADS=1; on
 this 2-core machine 4 ranks oversubscribe the cores, so the 4-rank figures measure
 contention, not scaling. Prints JSON, then tables.
@@ -23,6 +30,7 @@ contention, not scaling. Prints JSON, then tables.
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -36,34 +44,47 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_DATA = os.path.join(HERE, "..", "..", "shared", "data", "ml-100k.data")
 
 
-def mpi_run(n_ranks, args, out):
+def mpi_env(n_ranks):
     env = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     if n_ranks > (os.cpu_count() or 1):
         # more ranks than cores: allowed only with this policy (ranks then yield when idle)
         env["PRTE_MCA_rmaps_default_mapping_policy"] = ":oversubscribe"
-    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    if not os.path.exists(mpiexec):
-        mpiexec = "mpiexec"
-    command = [mpiexec, "-n", str(n_ranks), sys.executable, "-m", "pymf.mpi", "psgld", *args,
-               "--out", out]
+    return env
+
+
+def mpiexec():
+    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return beside if os.path.exists(beside) else "mpiexec"
+
+
+def run_json(command, env):
+    """Runs a command; returns the JSON of its last line of output."""
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def mpi_run(n_ranks, args, out):
+    # a run left in `out` by an earlier benchmark would be resumed from its last checkpoint
+    # and report that run's timings: start afresh
+    shutil.rmtree(out, ignore_errors=True)
+    return run_json([mpiexec(), "-n", str(n_ranks), sys.executable, "-m", "pymf.mpi", "psgld",
+                     *args, "--out", out], mpi_env(n_ranks))
+
+
 def concurrent_single_ranks(args, out, copies=2):
     """Control for weak scaling: `copies` independent 1-rank jobs at the same time. Their
     slowdown against one job alone is what the machine (shared caches, memory bandwidth,
     cores) costs two processes, with no communication at all."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
-               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    for c in range(copies):
+        shutil.rmtree(f"{out}-{c}", ignore_errors=True)  # else resumed, not timed
     # --bind-to none: two separate jobs know nothing of each other and would both bind to core 0
-    jobs = [subprocess.Popen([mpiexec, "--bind-to", "none", "-n", "1", sys.executable, "-m", "pymf.mpi", "psgld", *args,
-                              "--out", f"{out}-{c}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=env) for c in range(copies)]
+    jobs = [subprocess.Popen([mpiexec(), "--bind-to", "none", "-n", "1", sys.executable, "-m",
+                              "pymf.mpi", "psgld", *args, "--out", f"{out}-{c}"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=mpi_env(1)) for c in range(copies)]
     results = []
     for job in jobs:
         stdout, stderr = job.communicate()
@@ -71,6 +92,15 @@ def concurrent_single_ranks(args, out, copies=2):
             raise RuntimeError(stderr)
         results.append(json.loads(stdout.strip().splitlines()[-1]))
     return max(r["compute_seconds_per_iteration"] for r in results)
+
+
+def lockstep_run(n_ranks, data, rank, iterations, step_size):
+    """bench/_lockstep_control.py under mpiexec: seconds per iteration of the ring's compute
+    with a barrier instead of the exchange."""
+    return run_json([mpiexec(), "-n", str(n_ranks), sys.executable,
+                     os.path.join(HERE, "_lockstep_control.py"), "--data", data, "--rank", str(rank),
+                     "--iterations", str(iterations), "--step-size", str(step_size)],
+                    mpi_env(n_ranks))
 
 
 def median_run(n_ranks, args, out, repeats):
@@ -105,13 +135,25 @@ def main():
     # weak scaling: repeats interleaved (1 rank, 2 ranks, 1 rank, ...) so that the slow drifts
     # of this shared machine hit every rank count alike; paired ratios per repeat as well
     weak_runs = {p: [] for p in args.ranks}
+    lock_runs = {p: [] for p in args.ranks}
     for r in range(args.weak_repeats):
         for p in args.ranks:
             weak_runs[p].append(mpi_run(p, common + ["--tile", str(p)],
                                         os.path.join(args.out, f"weak-{p}-{r}")))
-    paired = {p: statistics.median(a["seconds_per_iteration"] / b["seconds_per_iteration"]
-                                   for a, b in zip(weak_runs[args.ranks[0]], weak_runs[p]))
-              for p in args.ranks}
+            lock_runs[p].append(lockstep_run(p, args.data, args.rank, args.iterations, args.step_size))
+
+    def paired_ratio(runs, p):
+        return statistics.median(a["seconds_per_iteration"] / b["seconds_per_iteration"]
+                                 for a, b in zip(runs[args.ranks[0]], runs[p]))
+
+    def median_time(runs, p):
+        return statistics.median(x["seconds_per_iteration"] for x in runs[p])
+
+    paired = {p: paired_ratio(weak_runs, p) for p in args.ranks}
+    lockstep = {p: {"s_per_iter": median_time(lock_runs, p),
+                    "s_per_iter_all": [round(x["seconds_per_iteration"], 7) for x in lock_runs[p]],
+                    "efficiency": median_time(lock_runs, args.ranks[0]) / median_time(lock_runs, p),
+                    "efficiency_paired": paired_ratio(lock_runs, p)} for p in args.ranks}
     for p in args.ranks:
         strong = median_run(p, common, os.path.join(args.out, f"strong-{p}"), args.repeats)
         runs = sorted(weak_runs[p], key=lambda s: s["seconds_per_iteration"])
@@ -137,6 +179,9 @@ def main():
         r["speedup"] = r["entries_per_s"] / base["strong"]["entries_per_s"] if r["kind"] == "strong" else None
         r["efficiency"] = base["weak"]["s_per_iter"] / r["s_per_iter"] if r["kind"] == "weak" else None
         r["efficiency_paired"] = paired[r["ranks"]] if r["kind"] == "weak" else None
+        r["lockstep_efficiency"] = lockstep[r["ranks"]]["efficiency"] if r["kind"] == "weak" else None
+        r["share_of_lockstep"] = (r["efficiency"] / r["lockstep_efficiency"]
+                                  if r["kind"] == "weak" else None)
 
     control = concurrent_single_ranks(common, os.path.join(args.out, "control"))
     alone = base["weak"]["compute_s_per_iter"]
@@ -158,6 +203,7 @@ def main():
                        os.path.join(args.out, "rmse_vs_time.png"), "test RMSE against wall time")
     document = {"benchmark": "psgld_mpi", "cpu_count": os.cpu_count(), "omp_threads_per_rank": 1,
                 "scaling": rows,
+                "control_lockstep_barrier_no_data": lockstep,
                 "control_two_independent_1rank_jobs": {
                     "compute_s_per_iter_alone": alone, "compute_s_per_iter_concurrent": control,
                     "weak_efficiency_bound_of_this_machine": machine_bound},
@@ -174,10 +220,17 @@ def main():
                  ("bytes/iter", "bytes_per_iter", "d"),
                  ("model bytes", "model_bytes", "d"), ("DSGLD bytes", "dsgld_bytes", "d"),
                  ("speedup", "speedup", ".2f"), ("weak eff.", "efficiency", ".2f"),
-                 ("paired eff.", "efficiency_paired", ".2f")])
+                 ("paired eff.", "efficiency_paired", ".2f"),
+                 ("lock-step eff.", "lockstep_efficiency", ".2f"),
+                 ("eff. / lock-step", "share_of_lockstep", ".2f")])
     print(f"\ncontrol: two independent 1-rank jobs at once compute {control * 1e3:.3f} ms/iter "
           f"each, one alone {alone * 1e3:.3f}: this machine bounds 2-process weak-scaling "
           f"efficiency at {machine_bound:.2f}")
+    for p in args.ranks[1:]:
+        print(f"lock-step control, {args.ranks[0]} -> {p} ranks (same compute, a barrier per "
+              f"iteration, no data): {lockstep[args.ranks[0]]['s_per_iter'] * 1e3:.3f} -> "
+              f"{lockstep[p]['s_per_iter'] * 1e3:.3f} ms/iter, efficiency "
+              f"{lockstep[p]['efficiency']:.2f} (paired {lockstep[p]['efficiency_paired']:.2f})")
     print(f"\nfinal test RMSE: PSGLD (MPI, B=2) {document['rmse']['psgld_final_rmse']:.4f}, "
           f"DSGD {document['rmse']['dsgd_final_rmse']:.4f}")
 
