@@ -12,12 +12,13 @@
    ((I + J) K sizeof(double)).
 4. Test RMSE against time on MovieLens-100K with B = 2, PSGLD over MPI versus shared-memory
    DSGD (pymf.fit), as in the paper's Fig. 5; a PNG.
-5. Two controls that say what the machine itself allows. (a) Two independent 1-rank jobs at
-   once: what two busy cores cost each other (caches, memory, clock). (b) The lock-step
-   control (bench/_lockstep_control.py): every rank runs the 1-rank problem with the same
-   kernels and waits for the others after each iteration at a zero-byte barrier -- the
-   compute and the synchronisation of the ring with no data moved. Its 1 -> p efficiency
-   bounds what any ring of p ranks can reach here; "eff. / lock-step" is the ring's share.
+5. Two controls that say what the machine itself allows. (a) Two independent 1-rank jobs
+   at once (in every weak-scaling repeat): what two busy cores cost each other (caches,
+   memory, clock), with no synchronisation. (b) The lock-step control
+   (bench/_lockstep_control.py): every rank runs the 1-rank problem with the same kernels
+   and waits for the others after each iteration at a zero-byte barrier -- the compute and
+   the synchronisation of the ring with no data moved. Its 1 -> p efficiency bounds what
+   any ring of p ranks can reach here; "eff. / lock-step" is the ring's share of it.
 Each configuration is run --repeats times (median); the weak-scaling runs and the lock-step
 control run --weak-repeats times, interleaved across rank counts, with the median of the
 per-repeat ratios ("paired eff.") beside the ratio of medians: on this shared 2-core VM
@@ -80,8 +81,13 @@ def concurrent_single_ranks(args, out, copies=2):
     cores) costs two processes, with no communication at all."""
     for c in range(copies):
         shutil.rmtree(f"{out}-{c}", ignore_errors=True)  # else resumed, not timed
-    # --bind-to none: two separate jobs know nothing of each other and would both bind to core 0
-    jobs = [subprocess.Popen([mpiexec(), "--bind-to", "none", "-n", "1", sys.executable, "-m",
+    # two separate jobs know nothing of each other and would both bind to core 0: each is
+    # pinned to its own core with taskset instead (unpinned, they migrated between the cores
+    # and measured 20 % or more slower than pinned)
+    taskset = shutil.which("taskset")
+    cores = os.cpu_count() or 1
+    jobs = [subprocess.Popen(([taskset, "-c", str(c % cores)] if taskset else []) +
+                             [mpiexec(), "--bind-to", "none", "-n", "1", sys.executable, "-m",
                               "pymf.mpi", "psgld", *args, "--out", f"{out}-{c}"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env=mpi_env(1)) for c in range(copies)]
@@ -136,11 +142,13 @@ def main():
     # of this shared machine hit every rank count alike; paired ratios per repeat as well
     weak_runs = {p: [] for p in args.ranks}
     lock_runs = {p: [] for p in args.ranks}
+    concurrent = []
     for r in range(args.weak_repeats):
         for p in args.ranks:
             weak_runs[p].append(mpi_run(p, common + ["--tile", str(p)],
                                         os.path.join(args.out, f"weak-{p}-{r}")))
             lock_runs[p].append(lockstep_run(p, args.data, args.rank, args.iterations, args.step_size))
+        concurrent.append(concurrent_single_ranks(common, os.path.join(args.out, "control")))
 
     def paired_ratio(runs, p):
         return statistics.median(a["seconds_per_iteration"] / b["seconds_per_iteration"]
@@ -183,8 +191,8 @@ def main():
         r["share_of_lockstep"] = (r["efficiency"] / r["lockstep_efficiency"]
                                   if r["kind"] == "weak" else None)
 
-    control = concurrent_single_ranks(common, os.path.join(args.out, "control"))
-    alone = base["weak"]["compute_s_per_iter"]
+    control = statistics.median(concurrent)
+    alone = statistics.median(x["compute_seconds_per_iteration"] for x in weak_runs[args.ranks[0]])
     machine_bound = alone / control
 
     # RMSE against time, B = 2: PSGLD over MPI and shared-memory DSGD
@@ -206,6 +214,7 @@ def main():
                 "control_lockstep_barrier_no_data": lockstep,
                 "control_two_independent_1rank_jobs": {
                     "compute_s_per_iter_alone": alone, "compute_s_per_iter_concurrent": control,
+                    "compute_s_per_iter_concurrent_all": concurrent,
                     "weak_efficiency_bound_of_this_machine": machine_bound},
                 "rmse": {"psgld_mpi": {"time": res.trace["time"].tolist(), "test_rmse": res.trace["test_rmse"].tolist()},
                          "dsgd": {"time": dsgd.trace["time"].tolist(), "test_rmse": dsgd.trace["test_rmse"].tolist()},
@@ -224,8 +233,9 @@ def main():
                  ("lock-step eff.", "lockstep_efficiency", ".2f"),
                  ("eff. / lock-step", "share_of_lockstep", ".2f")])
     print(f"\ncontrol: two independent 1-rank jobs at once compute {control * 1e3:.3f} ms/iter "
-          f"each, one alone {alone * 1e3:.3f}: this machine bounds 2-process weak-scaling "
-          f"efficiency at {machine_bound:.2f}")
+          f"(slower of the two, median of {len(concurrent)}), one alone {alone * 1e3:.3f}: two "
+          f"busy cores cost each other {100 * (1 - machine_bound):.0f} % (efficiency "
+          f"{machine_bound:.2f} with no synchronisation at all)")
     for p in args.ranks[1:]:
         print(f"lock-step control, {args.ranks[0]} -> {p} ranks (same compute, a barrier per "
               f"iteration, no data): {lockstep[args.ranks[0]]['s_per_iter'] * 1e3:.3f} -> "
