@@ -123,7 +123,7 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=DEFAULT_DATA)
     parser.add_argument("--rank", type=int, default=50)
-    parser.add_argument("--iterations", type=int, default=400)
+    parser.add_argument("--iterations", type=int, default=1000)
     parser.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--weak-repeats", type=int, default=9,
