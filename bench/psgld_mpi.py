@@ -17,16 +17,17 @@
    memory, clock), with no synchronisation. (b) The lock-step control
    (bench/_lockstep_control.py): every rank runs the 1-rank problem with the same kernels
    and waits for the others after each iteration at a zero-byte barrier -- the compute and
-   the synchronisation of the ring with no data moved. Its 1 -> p efficiency bounds what
-   any ring of p ranks can reach here; "eff. / lock-step" is the ring's share of it.
+   the synchronisation of the ring with no data moved. Its 1 -> p efficiency bounds (up to
+   noise) what any ring of p ranks can reach here; "eff. / lock-step" is the ring's share.
 Each configuration is run --repeats times (median); the weak-scaling runs and the lock-step
 control run --weak-repeats times, interleaved across rank counts, with the median of the
 per-repeat ratios ("paired eff.") beside the ratio of medians: on this shared 2-core VM
-single runs vary by +-20 %, and the speed of each core drifts by up to 40 % for seconds at
-a time (measured with one chain alone on an idle machine). Open MPI runs with its defaults (its single-copy transfers measured 0.074 ms per
-672,800-byte exchange here, against 0.103 ms with them off). Ranks run with OMP_NUM_THREADS=1; on
-this 2-core machine 4 ranks oversubscribe the cores, so the 4-rank figures measure
-contention, not scaling. Prints JSON, then tables.
+single runs vary by +-20 %, and the speed of each core drifts by up to 40 % for seconds at a
+time (measured with one chain alone on an idle machine). Open MPI runs with its defaults
+(its single-copy transfers measured 0.074 ms per 672,800-byte exchange here, against 0.103
+ms with them off). Ranks run with OMP_NUM_THREADS=1; on this 2-core machine 4 ranks
+oversubscribe the cores, so the 4-rank figures measure contention, not scaling. Prints JSON,
+then tables.
 """
 import argparse
 import json
