@@ -3,6 +3,7 @@ for bit, resumes after a rank dies, and refuses bad set-ups on every rank withou
 Skipped (with the reason) where mpi4py or an MPI library is missing."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -174,3 +175,22 @@ def test_unfinished_and_damaged_checkpoints(dense_file, tmp_path):
     damaged = run_mpi(2, *args, cwd=tmp_path, timeout=120)
     assert damaged.returncode != 0
     assert "cannot be read" in damaged.stderr
+
+
+def test_divergence_ends_every_rank_naming_the_iteration(dense_file, tmp_path):
+    """A block that overflows is never sent: its rank names the iteration and aborts the
+    job (no hang), and the checkpoints left hold finite states from before it."""
+    _, path = dense_file
+    out = tmp_path / "run"
+    done = run_mpi(2, "psgld", "--data", path, "--rank", "2", "--samples", "200", "--thin", "1",
+                   "--step-size", "1e3", "--checkpoint-every", "1", "--out", str(out),
+                   cwd=tmp_path, timeout=120)
+    assert done.returncode != 0
+    assert "DivergenceError" in done.stderr
+    diverged_at = int(re.search(r"diverged at iteration (\d+)", done.stderr).group(1))
+    checkpoints = list((out / "checkpoint").glob("rank*.t*.npz"))
+    assert checkpoints  # this step size overflows only after a few iterations
+    for checkpoint in checkpoints:
+        with np.load(checkpoint) as ck:
+            assert int(ck["t"]) < diverged_at
+            assert np.all(np.isfinite(ck["W_piece"])) and np.all(np.isfinite(ck["H_piece"]))
