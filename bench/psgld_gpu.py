@@ -73,7 +73,8 @@ def main():
             rows.append({"backend": "cuda", "dtype": np.dtype(dtype).name, "unavailable": state,
                          "bytes_per_iteration": int(moved), "bound_seconds_per_iteration": bound})
     print(json.dumps({"benchmark": "psgld_gpu", "I": I, "J": J, "K": K, "B": B, "T": T,
-                      "cpu_count": os.cpu_count(), "results": rows}, indent=2))
+                      "cpu_count": os.cpu_count(), "loader": gpu.loader(), "results": rows},
+                     indent=2))
     print(f"\n{'backend':>14} {'dtype':>8} {'s/10K':>8} {'bound s/it':>11} {'x bound':>8}")
     for r in rows:
         print(f"{r['backend']:>14} {r['dtype']:>8} {r.get('seconds_per_10K', float('nan')):>8.3f} "

@@ -261,7 +261,7 @@ def info():
         "openmp": bool(_core_info.openmp_enabled()),
         "openmp_threads": _core_info.default_threads(),
         "gsl": _core_info.gsl_version(),
-        "cuda": "usable" if gpu_state is True else f"unusable: {gpu_state}",
+        "cuda": f"usable through {gpu.loader()}" if gpu_state is True else f"unusable: {gpu_state}",
         "mpi": f"usable: {mpi.library_version()}" if mpi_state is True else f"unusable: {mpi_state}",
         "mpi_hint": "mpi4py uses the MPI it was built against; for a cluster's own MPI: "
                     "pip install --no-binary mpi4py mpi4py (with that MPI's mpicc on PATH)",

@@ -1,37 +1,149 @@
-"""The GPU path of PSGLD: pycuda loading the hand-written kernels of cuda/psgld.cu.
+"""The GPU path of PSGLD: the hand-written kernels of cuda/psgld.cu, loaded with pycuda (or,
+where pycuda is missing, CuPy's RawModule).
 
-Optional at build time and at run time: importing pymf never needs pycuda or a GPU.
+Optional at build time and at run time: importing pymf never needs pycuda, CuPy or a GPU.
 available() returns True, or a string saying why the GPU path cannot be used.
 pymf.PSGLD(..., backend="cuda") runs through CudaPSGLDChain; where the GPU is unusable that
 is an error, never a silent fall-back to the CPU.
 
 The kernels include the C core's headers (shipped in pymf/cuda/include), compiled at first
-use with pycuda's SourceModule (no_extern_c=True) and the device's own architecture, within
-the primary context (never pycuda.autoinit). part_layout() computes, for a part of the
-block grid, the index arrays that let one thread per (row, group of 4 factors) sum its
-gradient without atomics; the CPU tests run the same kernels on these layouts through a
-C++ shim (tests/test_cuda.py).
+use for the device's own architecture: pycuda's SourceModule (no_extern_c=True) within the
+primary context (never pycuda.autoinit), or CuPy's RawModule through nvcc. pycuda is the
+primary loader; CuPy is the fall-back for machines where pycuda cannot be built (CuPy ships
+as wheels). Both sit behind the same small device interface (_PycudaDevice, _CupyDevice:
+arrays to and from the device, kernels, launches), so CudaPSGLDChain has one iteration
+for both, and the CPU tests drive that very iteration with a third device that runs the
+kernels through a C++ host shim (tests/test_cuda.py). part_layout() computes, for a part of
+the block grid, the index arrays that let one thread per (row, group of 4 factors) sum its
+gradient without atomics.
 """
 import functools
 import os
 
 import numpy as np
 
+KERNEL_NAMES = ("psgld_factors_dense", "psgld_factors_sparse", "psgld_update_rows")
+
+
+class _PycudaDevice:
+    """GPU 0 through pycuda, in its primary context."""
+
+    name = "pycuda"
+    null = np.intp(0)  # a NULL pointer argument
+
+    def __init__(self):
+        import pycuda.driver as driver
+        import pycuda.gpuarray as gpuarray
+        driver.init()
+        if driver.Device.count() == 0:
+            raise RuntimeError("the CUDA driver reports no GPU device")
+        device = driver.Device(0)
+        self.gpuarray = gpuarray
+        self.context = device.retain_primary_context()
+        self.arch = "sm_%d%d" % device.compute_capability()
+
+    def __enter__(self):
+        self.context.push()
+        return self
+
+    def __exit__(self, *exc):
+        self.context.pop()
+
+    def to_device(self, array):
+        return self.gpuarray.to_gpu(np.ascontiguousarray(array))
+
+    def zeros(self, n, dtype):
+        return self.gpuarray.zeros(n, dtype)
+
+    def empty_like(self, array):
+        return self.gpuarray.empty_like(array)
+
+    def to_host(self, array):
+        return array.get()
+
+    def kernels(self, suffix):
+        module = _pycuda_module(self.arch)
+        return {name: module.get_function(f"{name}_{suffix}") for name in KERNEL_NAMES}
+
+    def launch(self, kernel, grid, block, args):
+        kernel(*args, block=block, grid=grid)
+
+
+class _CupyDevice:
+    """GPU 0 through CuPy (the fall-back loader): the same .cu source, compiled by nvcc."""
+
+    name = "cupy"
+    null = np.intp(0)
+
+    def __init__(self):
+        import cupy
+        if cupy.cuda.runtime.getDeviceCount() == 0:
+            raise RuntimeError("the CUDA runtime reports no GPU device")
+        self.cupy = cupy
+        self.device = cupy.cuda.Device(0)
+
+    def __enter__(self):
+        self.device.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.device.__exit__(*exc)
+
+    def to_device(self, array):
+        return self.cupy.asarray(np.ascontiguousarray(array))
+
+    def zeros(self, n, dtype):
+        return self.cupy.zeros(n, dtype)
+
+    def empty_like(self, array):
+        return self.cupy.empty_like(array)
+
+    def to_host(self, array):
+        return self.cupy.asnumpy(array)
+
+    def kernels(self, suffix):
+        module = _cupy_module()
+        return {name: module.get_function(f"{name}_{suffix}") for name in KERNEL_NAMES}
+
+    def launch(self, kernel, grid, block, args):
+        kernel(grid, block, args)
+
+
+def open_device():
+    """The device of the first loader that works (pycuda, then CuPy); RuntimeError naming
+    why each failed where none does."""
+    if not os.path.exists(kernel_source()):
+        raise RuntimeError("this build of pymf has no CUDA PSGLD kernels (cuda/psgld.cu is missing)")
+    reasons = []
+    for loader in (_PycudaDevice, _CupyDevice):
+        try:
+            return loader()
+        except ImportError as exc:
+            reasons.append(f"{loader.name} cannot be imported ({exc})")
+        except Exception as exc:  # the driver's own error types, without importing them here
+            reasons.append(f"{loader.name} found no usable GPU ({exc})")
+    raise RuntimeError("; ".join(reasons) + "; install the 'gpu' extra (pycuda) or CuPy on a "
+                       "machine with a GPU")
+
+
+@functools.lru_cache(maxsize=1)
+def _available():
+    try:
+        return open_device().name
+    except RuntimeError as exc:
+        return exc
+
 
 def available():
-    try:
-        import pycuda.driver as driver
-    except ImportError as exc:  # pycuda missing (needs libcuda and a CUDA toolkit to build)
-        return f"pycuda is not installed ({exc}); install the 'gpu' extra on a machine with a GPU"
-    try:
-        driver.init()
-    except Exception as exc:  # pycuda.driver.Error, without importing it by name here
-        return f"the CUDA driver could not be initialised ({exc})"
-    if driver.Device.count() == 0:
-        return "the CUDA driver reports no GPU device"
-    if not os.path.exists(kernel_source()):
-        return "this build of pymf has no CUDA PSGLD kernels (cuda/psgld.cu is missing)"
-    return True
+    """True where a loader reaches a GPU, else the reason (a string). Checked once."""
+    state = _available()
+    return str(state) if isinstance(state, RuntimeError) else True
+
+
+def loader():
+    """"pycuda" or "cupy": the loader CudaPSGLDChain uses here (None where none works)."""
+    state = _available()
+    return None if isinstance(state, RuntimeError) else state
 
 
 def kernel_dir():
@@ -116,41 +228,48 @@ def part_layout(data, part):
     return out
 
 
+def _read_kernel_source():
+    with open(kernel_source()) as fh:
+        return fh.read()
+
+
 @functools.lru_cache(maxsize=None)
-def _module(arch):
+def _pycuda_module(arch):
     """Compile cuda/psgld.cu once per architecture (pycuda caches the cubin on disk too)."""
     from pycuda.compiler import SourceModule
-    with open(kernel_source()) as fh:
-        source = fh.read()
-    return SourceModule(source, no_extern_c=True, include_dirs=[include_dir()], arch=arch,
-                        options=["-std=c++14"])
+    return SourceModule(_read_kernel_source(), no_extern_c=True, include_dirs=[include_dir()],
+                        arch=arch, options=["-std=c++14"])
+
+
+@functools.lru_cache(maxsize=None)
+def _cupy_module():
+    """Compile cuda/psgld.cu with nvcc (the kernels include C headers that NVRTC lacks);
+    CuPy targets the current device and caches the binary on disk."""
+    import cupy
+    return cupy.RawModule(code=_read_kernel_source(), backend="nvcc",
+                          options=("-std=c++14", "-I" + include_dir()))
 
 
 class CudaPSGLDChain:
     """PSGLD on one GPU, with the interface of pymf._sgld.LangevinChain.
 
     All of V (dense) or the entries (sparse), W, H^T and the per-part layouts stay on the
-    device; the state is copied back only by get_state (kept samples, traces)."""
+    device; the state is copied back only by get_state (kept samples, traces). `device` is
+    the loader's device (open_device() when None); the tests pass a host shim."""
 
-    def __init__(self, data, model, sampler, noise_seed, dtype=np.float64):
-        reason = available()
-        if reason is not True:
-            raise RuntimeError(f"backend='cuda' was requested but the GPU path is unusable: {reason}")
-        import pycuda.driver as driver
-        import pycuda.gpuarray as gpuarray
+    def __init__(self, data, model, sampler, noise_seed, dtype=np.float64, device=None):
         if sampler.part_order != "cyclic":
             raise ValueError("the CUDA backend runs cyclic parts only")
-        self.driver, self.gpuarray = driver, gpuarray
-        device = driver.Device(0)
-        self.context = device.retain_primary_context()
-        self.context.push()
-        try:
-            major, minor = device.compute_capability()
-            module = _module(f"sm_{major}{minor}")
-            suffix = "f64" if dtype == np.float64 else "f32"
-            self.factors = module.get_function(("psgld_factors_dense_" if data.is_dense else
-                                                "psgld_factors_sparse_") + suffix)
-            self.update = module.get_function("psgld_update_rows_" + suffix)
+        if device is None:
+            reason = available()
+            if reason is not True:
+                raise RuntimeError(f"backend='cuda' was requested but the GPU path is unusable: {reason}")
+            device = open_device()
+        self.device = device
+        with device:
+            kernels = device.kernels("f64" if dtype == np.float64 else "f32")
+            self.factors = kernels["psgld_factors_dense" if data.is_dense else "psgld_factors_sparse"]
+            self.update = kernels["psgld_update_rows"]
             self.dtype, self.data, self.model = dtype, data, model
             self.rank, self.noise_seed, self.t = model.rank, noise_seed, 0
             self.B = data.n_blocks
@@ -158,44 +277,36 @@ class CudaPSGLDChain:
             self.part_sizes = data.part_sizes()
             n_rows, n_cols = data.shape
             self.max_width = self.layouts[0]["max_width"]
+            self.max_height = int(np.max(np.diff(data.row_start)))
             if data.is_dense:
-                self.V = gpuarray.to_gpu(data.dense_values().astype(dtype))
-                self.G = gpuarray.zeros(n_rows * self.max_width, dtype)
-                self.row_start = gpuarray.to_gpu(data.row_start.astype(np.int64))
-                self.col_start = gpuarray.to_gpu(data.col_start.astype(np.int64))
+                self.V = device.to_device(data.dense_values().astype(dtype))
+                self.G = device.zeros(n_rows * self.max_width, dtype)
+                self.row_start = device.to_device(data.row_start.astype(np.int64))
+                self.col_start = device.to_device(data.col_start.astype(np.int64))
             else:
                 rows, cols, vals = data.sparse_entries()
-                self.rows = gpuarray.to_gpu(rows.astype(np.int32))
-                self.cols = gpuarray.to_gpu(cols.astype(np.int32))
-                self.vals = gpuarray.to_gpu(vals.astype(dtype))
-                self.G = gpuarray.zeros(max(len(vals), 1), dtype)
-            self.diverged = gpuarray.zeros(1, np.int32)
-        finally:
-            self.context.pop()
+                self.rows = device.to_device(rows.astype(np.int32))
+                self.cols = device.to_device(cols.astype(np.int32))
+                self.vals = device.to_device(vals.astype(dtype))
+                self.G = device.zeros(max(len(vals), 1), dtype)
+            self.diverged = device.zeros(1, np.int32)
 
     def _upload_layout(self, layout):
-        up = {}
-        for key, value in layout.items():
-            up[key] = self.gpuarray.to_gpu(value) if isinstance(value, np.ndarray) else value
-        return up
+        return {key: self.device.to_device(value) if isinstance(value, np.ndarray) else value
+                for key, value in layout.items()}
 
     def set_state(self, W, Ht, t=0):
-        self.context.push()
-        try:
-            self.W = self.gpuarray.to_gpu(np.ascontiguousarray(W, dtype=self.dtype))
-            self.Ht = self.gpuarray.to_gpu(np.ascontiguousarray(Ht, dtype=self.dtype))
-            self.W_next = self.gpuarray.empty_like(self.W)
-            self.Ht_next = self.gpuarray.empty_like(self.Ht)
+        with self.device:
+            self.W = self.device.to_device(np.asarray(W, dtype=self.dtype))
+            self.Ht = self.device.to_device(np.asarray(Ht, dtype=self.dtype))
+            self.W_next = self.device.empty_like(self.W)
+            self.Ht_next = self.device.empty_like(self.Ht)
             self.t = int(t)
-        finally:
-            self.context.pop()
 
     def get_state(self):
-        self.context.push()
-        try:
-            return (self.W.get().astype(np.float64), self.Ht.get().astype(np.float64), self.t)
-        finally:
-            self.context.pop()
+        with self.device:
+            return (self.device.to_host(self.W).astype(np.float64),
+                    self.device.to_host(self.Ht).astype(np.float64), self.t)
 
     @property
     def iteration(self):
@@ -207,13 +318,13 @@ class CudaPSGLDChain:
         return _tweedie.loglik(self.data, W, Ht, self.model.beta, self.model.phi)
 
     def run(self, step_sizes):
+        from pymf._sgld import STREAM_H, STREAM_W  # philox.h's noise streams, as on the CPU
         from pymf.errors import DivergenceError
-        T, i64 = self.dtype, np.int64
+        T, i64, device, null = self.dtype, np.int64, self.device, self.device.null
         n_rows, n_cols = self.data.shape
         K, groups = self.rank, (self.rank + 3) // 4
         exponential = np.int32(self.model.prior == "exponential")
-        self.context.push()
-        try:
+        with device:
             for eps in np.asarray(step_sizes, dtype=np.float64):
                 t = self.t + 1
                 part = (t - 1) % self.B
@@ -222,38 +333,33 @@ class CudaPSGLDChain:
                 coef = T(scale / self.model.phi)
                 if self.data.is_dense:
                     tile = 16
-                    heights = np.diff(self.data.row_start)
-                    grid = (int(-(-self.max_width // tile)), int(-(-heights.max() // tile)), self.B)
-                    self.factors(self.V, self.W, self.Ht, self.G, self.row_start, self.col_start,
-                                 np.int32(self.B), np.int32(part), i64(n_cols), np.int32(K),
-                                 i64(self.max_width), T(self.model.beta), coef,
-                                 block=(tile, tile, 1), grid=grid)
-                    null = np.intp(0)
+                    grid = (int(-(-self.max_width // tile)), int(-(-self.max_height // tile)), self.B)
+                    device.launch(self.factors, grid, (tile, tile, 1), (
+                        self.V, self.W, self.Ht, self.G, self.row_start, self.col_start,
+                        np.int32(self.B), np.int32(part), i64(n_cols), np.int32(K),
+                        i64(self.max_width), T(self.model.beta), coef))
                     w_args = (lay["w_first"], lay["w_count"], lay["w_offset"], i64(1), null, null)
                     h_args = (lay["h_first"], lay["h_count"], lay["h_offset"], i64(self.max_width), null, null)
                 else:
                     n = len(lay["entries"])
                     if n:
-                        self.factors(self.rows, self.cols, self.vals, lay["entries"], i64(n), self.W,
-                                     self.Ht, self.G, np.int32(K), T(self.model.beta), coef,
-                                     block=(256, 1, 1), grid=(int(-(-n // 256)), 1))
-                    null = np.intp(0)
+                        device.launch(self.factors, (int(-(-n // 256)), 1, 1), (256, 1, 1), (
+                            self.rows, self.cols, self.vals, lay["entries"], i64(n), self.W,
+                            self.Ht, self.G, np.int32(K), T(self.model.beta), coef))
                     w_args = (lay["w_first"], lay["w_count"], null, i64(0), lay["w_terms"], self.cols)
                     h_args = (lay["h_first"], lay["h_count"], null, i64(0), lay["h_terms"], self.rows)
                 for X_next, X, Y, args, n, lam, stream in (
-                        (self.W_next, self.W, self.Ht, w_args, n_rows, self.model.lam_w, 1),
-                        (self.Ht_next, self.Ht, self.W, h_args, n_cols, self.model.lam_h, 2)):
+                        (self.W_next, self.W, self.Ht, w_args, n_rows, self.model.lam_w, STREAM_W),
+                        (self.Ht_next, self.Ht, self.W, h_args, n_cols, self.model.lam_h, STREAM_H)):
                     threads = n * groups
-                    self.update(X_next, X, Y, self.G, *args, i64(0), i64(n), np.int32(K),
-                                np.float64(eps), np.float64(lam), exponential,
-                                np.uint64(self.noise_seed), np.uint32(stream), np.uint64(t),
-                                self.diverged, block=(128, 1, 1), grid=(int(-(-threads // 128)), 1))
-                if int(self.diverged.get()[0]):
+                    device.launch(self.update, (int(-(-threads // 128)), 1, 1), (128, 1, 1), (
+                        X_next, X, Y, self.G, *args, i64(0), i64(n), np.int32(K),
+                        np.float64(eps), np.float64(lam), exponential, np.uint64(self.noise_seed),
+                        np.uint32(stream), np.uint64(t), self.diverged))
+                if int(device.to_host(self.diverged)[0]):
                     self.diverged.fill(0)
                     raise DivergenceError(f"the chain diverged at iteration {t} on the GPU; the last "
                                           "finite state is kept", iteration=t)
                 self.W, self.W_next = self.W_next, self.W
                 self.Ht, self.Ht_next = self.Ht_next, self.Ht
                 self.t = t
-        finally:
-            self.context.pop()

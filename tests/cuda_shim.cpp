@@ -62,3 +62,36 @@ extern "C" void shim_update_rows_f64(double *X_next, const double *X, const doub
                               exponential, seed, stream, t, diverged);
     });
 }
+
+// The launches of pymf.gpu.CudaPSGLDChain as they are: the grid and block size it chose and
+// the kernel's own parameter list, so that the CPU tests drive the GPU chain's iteration
+// itself (tests/test_cuda.py, HostShimDevice).
+#define SHIM_LAUNCHERS(T, SUFFIX)                                                                \
+    extern "C" void shim_launch_factors_sparse_##SUFFIX(                                         \
+        unsigned grid_x, unsigned block_x, const int *rows, const int *cols, const T *vals,      \
+        const long long *entries, long long n, const T *W, const T *Ht, T *G, int rank, T beta,  \
+        T coef)                                                                                  \
+    {                                                                                            \
+        launch(grid_x, block_x, [&] {                                                            \
+            psgld_factors_sparse_##SUFFIX(rows, cols, vals, entries, n, W, Ht, G, rank, beta,    \
+                                          coef);                                                 \
+        });                                                                                      \
+    }                                                                                            \
+    extern "C" void shim_launch_update_rows_##SUFFIX(                                            \
+        unsigned grid_x, unsigned block_x, T *X_next, const T *X, const T *Y, const T *G,        \
+        const long long *row_first, const long long *row_count, const long long *g_offset,       \
+        long long g_stride, const long long *sparse_terms, const int *sparse_partner,            \
+        long long first_row, long long n_rows, int rank, double eps, double lam,                 \
+        int exponential, unsigned long long seed, unsigned int stream, unsigned long long t,     \
+        int *diverged)                                                                           \
+    {                                                                                            \
+        launch(grid_x, block_x, [&] {                                                            \
+            psgld_update_rows_##SUFFIX(X_next, X, Y, G, row_first, row_count, g_offset,          \
+                                       g_stride, sparse_terms, sparse_partner, first_row,        \
+                                       n_rows, rank, eps, lam, exponential, seed, stream, t,     \
+                                       diverged);                                                \
+        });                                                                                      \
+    }
+
+SHIM_LAUNCHERS(float, f32)
+SHIM_LAUNCHERS(double, f64)

@@ -1,6 +1,7 @@
 """The CUDA path. Without a GPU: nvcc compiles every kernel (PTX, and cubins for sm_80 and
-sm_90), and the element-wise kernels run on the CPU under a C++ shim and reproduce the C
-sampler. With a GPU and pycuda: the GPU chain follows the CPU chain and samples the same
+sm_90), the element-wise kernels run on the CPU under a C++ shim and reproduce the C sampler,
+and so does the GPU chain's own iteration (pymf.gpu.CudaPSGLDChain) driven through that shim.
+With a GPU and pycuda or CuPy: the GPU chain follows the CPU chain and samples the same
 posterior. Each test skips, naming what is missing, where its tool is absent."""
 import ctypes
 import os
@@ -45,6 +46,14 @@ def shim(tmp_path_factory):
     assert done.returncode == 0, done.stderr
     lib = ctypes.CDLL(str(library))
     P = ctypes.c_void_p
+    for suffix, real in (("f32", ctypes.c_float), ("f64", ctypes.c_double)):
+        getattr(lib, f"shim_launch_factors_sparse_{suffix}").argtypes = [
+            ctypes.c_uint, ctypes.c_uint, P, P, P, P, ctypes.c_longlong, P, P, P, ctypes.c_int,
+            real, real]
+        getattr(lib, f"shim_launch_update_rows_{suffix}").argtypes = [
+            ctypes.c_uint, ctypes.c_uint, P, P, P, P, P, P, P, ctypes.c_longlong, P, P,
+            ctypes.c_longlong, ctypes.c_longlong, ctypes.c_int, ctypes.c_double, ctypes.c_double,
+            ctypes.c_int, ctypes.c_ulonglong, ctypes.c_uint, ctypes.c_ulonglong, P]
     lib.shim_factors_sparse_f64.argtypes = [P, P, P, P, ctypes.c_longlong, P, P, P, ctypes.c_int,
                                             ctypes.c_double, ctypes.c_double]
     lib.shim_update_rows_f64.argtypes = [P, P, P, P, P, P, P, ctypes.c_longlong, P, P,
@@ -97,11 +106,10 @@ def shim_iteration(lib, data, W, Ht, G, t, eps, model, noise_seed, dense_V=None)
     return W_next, Ht_next
 
 
-@pytest.mark.parametrize("sparse", [True, False])
-@pytest.mark.parametrize("beta, prior", [(0.5, "exponential"), (2.0, "gaussian")])
-def test_kernels_on_cpu_reproduce_the_c_sampler(shim, sparse, beta, prior):
+def host_problem(sparse, beta, prior, n_rows=31, n_cols=23, K=6, B=3):
+    """A small Tweedie-NMF problem on a permuted 3 x 3 grid and the C sampler's chain at a
+    random starting point: (data, model, noise_seed, chain, W, Ht)."""
     rng = np.random.default_rng(4)
-    n_rows, n_cols, K, B = 31, 23, 6, 3
     V = rng.gamma(2.0, 1.0, (n_rows, n_cols))
     model = pymf.TweedieNMF(K, beta=beta, phi=1.3, prior=prior, lam_w=0.7, lam_h=1.4)
     if sparse:
@@ -115,6 +123,14 @@ def test_kernels_on_cpu_reproduce_the_c_sampler(shim, sparse, beta, prior):
     W = rng.uniform(0.2, 1.0, (n_rows, K))
     Ht = rng.uniform(0.2, 1.0, (n_cols, K))
     chain.set_state(W, Ht, 0)
+    return data, model, noise_seed, chain, W, Ht
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+@pytest.mark.parametrize("beta, prior", [(0.5, "exponential"), (2.0, "gaussian")])
+def test_kernels_on_cpu_reproduce_the_c_sampler(shim, sparse, beta, prior):
+    data, model, noise_seed, chain, W, Ht = host_problem(sparse, beta, prior)
+    n_rows = data.shape[0]
     G = np.zeros(data.n_observed if sparse else n_rows * int(np.max(np.diff(data.col_start))))
     dense_V = None if sparse else data.dense_values()
     for t in range(1, 4):  # every part once
@@ -128,6 +144,130 @@ def test_kernels_on_cpu_reproduce_the_c_sampler(shim, sparse, beta, prior):
             np.testing.assert_allclose(W, W_c, rtol=1e-11, atol=1e-13)
             np.testing.assert_allclose(Ht, Ht_c, rtol=1e-11, atol=1e-13)
         W, Ht = W_c, Ht_c
+
+
+class HostShimDevice:
+    """pymf.gpu's device interface over host memory, for CudaPSGLDChain on the CPU: each
+    launch runs the grid that the chain chose through the C++ shim, with the kernel's own
+    arguments. The dense factor kernel (shared-memory tiles and __syncthreads, GPU only) is
+    replaced by its NumPy definition; the sparse and row-update kernels run as written."""
+
+    name = "host-shim"
+    null = None
+
+    def __init__(self, lib):
+        self.lib = lib
+        self.launched = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def to_device(self, array):
+        return np.array(array, copy=True, order="C")
+
+    def zeros(self, n, dtype):
+        return np.zeros(n, dtype)
+
+    def empty_like(self, array):
+        return np.empty_like(array)
+
+    def to_host(self, array):
+        return array.copy()
+
+    def kernels(self, suffix):
+        return {name: (name, suffix) for name in gpu.KERNEL_NAMES}
+
+    def launch(self, kernel, grid, block, args):
+        name, suffix = kernel
+        self.launched.append(name)
+        if name == "psgld_factors_dense":
+            dense_factors(*args)
+            return
+        assert grid[1:] == (1, 1) and block[1:] == (1, 1)
+        launcher = getattr(self.lib, f"shim_launch_{name[len('psgld_'):]}_{suffix}")
+        launcher(grid[0], block[0], *[ptr(a) if isinstance(a, np.ndarray) or a is None else a.item()
+                                      for a in args])
+
+
+def dense_factors(V, W, Ht, G, row_start, col_start, n_blocks, part, n_cols, rank, max_width, beta,
+                  coef):
+    """psgld_factors_dense_*, by its definition: G[r, j - c0] = coef d/dmu log p(V_rj | mu_rj)."""
+    G2 = G.reshape(-1, int(max_width))
+    V2 = V.reshape(-1, int(n_cols))
+    for b in range(int(n_blocks)):
+        c = (b + int(part)) % int(n_blocks)
+        r0, r1, c0, c1 = row_start[b], row_start[b + 1], col_start[c], col_start[c + 1]
+        mu = W[r0:r1].astype(np.float64) @ Ht[c0:c1].astype(np.float64).T
+        G2[r0:r1, : c1 - c0] = float(coef) * _tweedie.dlogp_dmu(V2[r0:r1, c0:c1], mu, float(beta)
+                                                               ).reshape(mu.shape)
+
+
+def chains_on_the_host(shim, sparse, beta, prior, dtype=np.float64):
+    """The C sampler's chain and the GPU chain over the host shim, from the same state."""
+    data, model, noise_seed, cpu, W, Ht = host_problem(sparse, beta, prior)
+    device = HostShimDevice(shim)
+    cuda = gpu.CudaPSGLDChain(data, model, pymf.PSGLD(blocks=data.n_blocks), noise_seed,
+                              dtype=dtype, device=device)
+    cuda.set_state(W, Ht, 0)
+    return cpu, cuda, device
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+@pytest.mark.parametrize("beta, prior", [(0.5, "exponential"), (2.0, "gaussian")])
+def test_gpu_chain_iteration_on_host_shim_reproduces_the_c_sampler(shim, sparse, beta, prior):
+    """CudaPSGLDChain.run itself (layouts, launch sizes, argument lists, noise streams, buffer
+    swaps) with the kernels run on the CPU: the C sampler's chain, bit for bit where the
+    kernels do the C core's operations (sparse), to rounding where NumPy computes G (dense)."""
+    cpu, cuda, device = chains_on_the_host(shim, sparse, beta, prior)
+    steps = 1e-3 / np.arange(1, 7) ** 0.51  # every part twice
+    for eps in steps:
+        cpu.run(np.array([eps]))
+        cuda.run(np.array([eps]))
+        W_c, Ht_c, t_c = cpu.get_state()
+        W_g, Ht_g, t_g = cuda.get_state()
+        assert t_g == t_c
+        if sparse:
+            assert np.array_equal(W_g, W_c) and np.array_equal(Ht_g, Ht_c)
+        else:
+            np.testing.assert_allclose(W_g, W_c, rtol=1e-11, atol=1e-13)
+            np.testing.assert_allclose(Ht_g, Ht_c, rtol=1e-11, atol=1e-13)
+            cuda.set_state(W_c, Ht_c, t_c)  # no drift of rounding from iteration to iteration
+    factors = "psgld_factors_sparse" if sparse else "psgld_factors_dense"
+    assert device.launched == [factors, "psgld_update_rows", "psgld_update_rows"] * len(steps)
+
+
+def test_gpu_chain_float32_on_host_shim_follows_the_c_sampler(shim):
+    cpu, cuda, _ = chains_on_the_host(shim, True, 1.0, "exponential", dtype=np.float32)
+    assert cuda.W.dtype == np.float32
+    for eps in 1e-3 / np.arange(1, 4) ** 0.51:
+        cpu.run(np.array([eps]))
+        cuda.run(np.array([eps]))
+    np.testing.assert_allclose(cuda.get_state()[0], cpu.get_state()[0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(cuda.get_state()[1], cpu.get_state()[1], rtol=1e-4, atol=1e-5)
+
+
+def test_gpu_chain_divergence_on_host_shim_keeps_the_last_finite_state(shim):
+    """An absurd step overflows within a few iterations: the GPU chain stops at the same
+    iteration as the C sampler, keeps the same last finite state, and can go on."""
+    cpu, cuda, _ = chains_on_the_host(shim, True, 1.0, "exponential")
+    steps = np.full(50, 1e300)
+    errors = []
+    for chain in (cpu, cuda):
+        with pytest.raises(pymf.DivergenceError, match="diverged at iteration") as info:
+            chain.run(steps)
+        errors.append(info.value.iteration)
+    assert errors[0] == errors[1] >= 1
+    W_c, Ht_c, t_c = cpu.get_state()
+    W_g, Ht_g, t_g = cuda.get_state()
+    assert t_g == t_c == errors[1] - 1
+    assert np.array_equal(W_g, W_c) and np.array_equal(Ht_g, Ht_c)
+    assert np.all(np.isfinite(W_g)) and np.all(np.isfinite(Ht_g))
+    cuda.set_state(np.full_like(W_g, 0.5), np.full_like(Ht_g, 0.5), t_g)
+    cuda.run(np.array([1e-3]))  # the divergence flag was reset: the chain goes on
+    assert cuda.iteration == t_g + 1
 
 
 def test_cuda_backend_is_registered_and_refuses_without_gpu():
