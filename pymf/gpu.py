@@ -38,7 +38,7 @@ class _PycudaDevice:
         if driver.Device.count() == 0:
             raise RuntimeError("the CUDA driver reports no GPU device")
         device = driver.Device(0)
-        self.gpuarray = gpuarray
+        self.driver, self.gpuarray = driver, gpuarray
         self.context = device.retain_primary_context()
         self.arch = "sm_%d%d" % device.compute_capability()
 
@@ -60,6 +60,9 @@ class _PycudaDevice:
 
     def to_host(self, array):
         return array.get()
+
+    def copy(self, dst, src):
+        self.driver.memcpy_dtod(dst.gpudata, src.gpudata, src.nbytes)
 
     def kernels(self, suffix):
         module = _pycuda_module(self.arch)
@@ -100,6 +103,9 @@ class _CupyDevice:
 
     def to_host(self, array):
         return self.cupy.asnumpy(array)
+
+    def copy(self, dst, src):
+        self.cupy.copyto(dst, src)
 
     def kernels(self, suffix):
         module = _cupy_module()
@@ -255,9 +261,11 @@ class CudaPSGLDChain:
 
     All of V (dense) or the entries (sparse), W, H^T and the per-part layouts stay on the
     device; the state is copied back only by get_state (kept samples, traces). `device` is
-    the loader's device (open_device() when None); the tests pass a host shim."""
+    the loader's device (open_device() when None); the tests pass a host shim.
+    check_every: iterations queued between two reads of the divergence flags."""
 
-    def __init__(self, data, model, sampler, noise_seed, dtype=np.float64, device=None):
+    def __init__(self, data, model, sampler, noise_seed, dtype=np.float64, device=None,
+                 check_every=64):
         if sampler.part_order != "cyclic":
             raise ValueError("the CUDA backend runs cyclic parts only")
         if device is None:
@@ -289,7 +297,11 @@ class CudaPSGLDChain:
                 self.cols = device.to_device(cols.astype(np.int32))
                 self.vals = device.to_device(vals.astype(dtype))
                 self.G = device.zeros(max(len(vals), 1), dtype)
-            self.diverged = device.zeros(1, np.int32)
+            self.exponential = np.int32(model.prior == "exponential")
+            self.check_every = int(check_every)
+            if self.check_every < 1:
+                raise ValueError(f"check_every must be >= 1, got {check_every}")
+            self.flags = device.zeros(self.check_every, np.int32)  # one per queued iteration
 
     def _upload_layout(self, layout):
         return {key: self.device.to_device(value) if isinstance(value, np.ndarray) else value
@@ -301,6 +313,8 @@ class CudaPSGLDChain:
             self.Ht = self.device.to_device(np.asarray(Ht, dtype=self.dtype))
             self.W_next = self.device.empty_like(self.W)
             self.Ht_next = self.device.empty_like(self.Ht)
+            self.W_saved = self.device.empty_like(self.W)  # a chunk's first state (see run)
+            self.Ht_saved = self.device.empty_like(self.Ht)
             self.t = int(t)
 
     def get_state(self):
@@ -318,48 +332,76 @@ class CudaPSGLDChain:
         return _tweedie.loglik(self.data, W, Ht, self.model.beta, self.model.phi)
 
     def run(self, step_sizes):
-        from pymf._sgld import STREAM_H, STREAM_W  # philox.h's noise streams, as on the CPU
+        """Iterations with these step sizes. The kernels of up to check_every iterations are
+        queued back to back, each iteration raising its own divergence flag, and the host
+        reads the flags once per chunk: one synchronisation per chunk instead of one per
+        iteration. A chunk in which an iteration diverged is replayed from its first state up
+        to that iteration (the noise is counter-based and the kernels deterministic, so the
+        replay is the same chain): the last finite state is kept, as on the CPU."""
         from pymf.errors import DivergenceError
+        steps = np.asarray(step_sizes, dtype=np.float64)
+        device = self.device
+        with device:
+            for start in range(0, len(steps), self.check_every):
+                chunk = steps[start:start + self.check_every]
+                t0 = self.t
+                device.copy(self.W_saved, self.W)
+                device.copy(self.Ht_saved, self.Ht)
+                for i, eps in enumerate(chunk):
+                    self._iterate(eps, self.flags[i:i + 1])
+                flags = device.to_host(self.flags)[:len(chunk)]
+                if not flags.any():
+                    continue
+                bad = int(np.flatnonzero(flags)[0])
+                self.flags.fill(0)
+                device.copy(self.W, self.W_saved)
+                device.copy(self.Ht, self.Ht_saved)
+                self.t = t0
+                for eps in chunk[:bad]:
+                    self._iterate(eps, self.flags[0:1])
+                if device.to_host(self.flags).any():
+                    raise RuntimeError("the GPU chain's replay of a chunk differed from its first "
+                                       "run: the kernels are not deterministic")
+                raise DivergenceError(f"the chain diverged at iteration {t0 + bad + 1} on the GPU; "
+                                      "the last finite state is kept", iteration=t0 + bad + 1)
+
+    def _iterate(self, eps, flag):
+        """Queue one iteration's kernels (no synchronisation); `flag` is raised if any new
+        value is not finite."""
+        from pymf._sgld import STREAM_H, STREAM_W  # philox.h's noise streams, as on the CPU
         T, i64, device, null = self.dtype, np.int64, self.device, self.device.null
         n_rows, n_cols = self.data.shape
         K, groups = self.rank, (self.rank + 3) // 4
-        exponential = np.int32(self.model.prior == "exponential")
-        with device:
-            for eps in np.asarray(step_sizes, dtype=np.float64):
-                t = self.t + 1
-                part = (t - 1) % self.B
-                lay = self.layouts[part]
-                scale = self.data.n_observed / self.part_sizes[part] if self.part_sizes[part] else 0.0
-                coef = T(scale / self.model.phi)
-                if self.data.is_dense:
-                    tile = 16
-                    grid = (int(-(-self.max_width // tile)), int(-(-self.max_height // tile)), self.B)
-                    device.launch(self.factors, grid, (tile, tile, 1), (
-                        self.V, self.W, self.Ht, self.G, self.row_start, self.col_start,
-                        np.int32(self.B), np.int32(part), i64(n_cols), np.int32(K),
-                        i64(self.max_width), T(self.model.beta), coef))
-                    w_args = (lay["w_first"], lay["w_count"], lay["w_offset"], i64(1), null, null)
-                    h_args = (lay["h_first"], lay["h_count"], lay["h_offset"], i64(self.max_width), null, null)
-                else:
-                    n = len(lay["entries"])
-                    if n:
-                        device.launch(self.factors, (int(-(-n // 256)), 1, 1), (256, 1, 1), (
-                            self.rows, self.cols, self.vals, lay["entries"], i64(n), self.W,
-                            self.Ht, self.G, np.int32(K), T(self.model.beta), coef))
-                    w_args = (lay["w_first"], lay["w_count"], null, i64(0), lay["w_terms"], self.cols)
-                    h_args = (lay["h_first"], lay["h_count"], null, i64(0), lay["h_terms"], self.rows)
-                for X_next, X, Y, args, n, lam, stream in (
-                        (self.W_next, self.W, self.Ht, w_args, n_rows, self.model.lam_w, STREAM_W),
-                        (self.Ht_next, self.Ht, self.W, h_args, n_cols, self.model.lam_h, STREAM_H)):
-                    threads = n * groups
-                    device.launch(self.update, (int(-(-threads // 128)), 1, 1), (128, 1, 1), (
-                        X_next, X, Y, self.G, *args, i64(0), i64(n), np.int32(K),
-                        np.float64(eps), np.float64(lam), exponential, np.uint64(self.noise_seed),
-                        np.uint32(stream), np.uint64(t), self.diverged))
-                if int(device.to_host(self.diverged)[0]):
-                    self.diverged.fill(0)
-                    raise DivergenceError(f"the chain diverged at iteration {t} on the GPU; the last "
-                                          "finite state is kept", iteration=t)
-                self.W, self.W_next = self.W_next, self.W
-                self.Ht, self.Ht_next = self.Ht_next, self.Ht
-                self.t = t
+        t = self.t + 1
+        part = (t - 1) % self.B
+        lay = self.layouts[part]
+        scale = self.data.n_observed / self.part_sizes[part] if self.part_sizes[part] else 0.0
+        coef = T(scale / self.model.phi)
+        if self.data.is_dense:
+            tile = 16
+            grid = (int(-(-self.max_width // tile)), int(-(-self.max_height // tile)), self.B)
+            device.launch(self.factors, grid, (tile, tile, 1), (
+                self.V, self.W, self.Ht, self.G, self.row_start, self.col_start,
+                np.int32(self.B), np.int32(part), i64(n_cols), np.int32(K),
+                i64(self.max_width), T(self.model.beta), coef))
+            w_args = (lay["w_first"], lay["w_count"], lay["w_offset"], i64(1), null, null)
+            h_args = (lay["h_first"], lay["h_count"], lay["h_offset"], i64(self.max_width), null, null)
+        else:
+            n = len(lay["entries"])
+            if n:
+                device.launch(self.factors, (int(-(-n // 256)), 1, 1), (256, 1, 1), (
+                    self.rows, self.cols, self.vals, lay["entries"], i64(n), self.W,
+                    self.Ht, self.G, np.int32(K), T(self.model.beta), coef))
+            w_args = (lay["w_first"], lay["w_count"], null, i64(0), lay["w_terms"], self.cols)
+            h_args = (lay["h_first"], lay["h_count"], null, i64(0), lay["h_terms"], self.rows)
+        for X_next, X, Y, args, n, lam, stream in (
+                (self.W_next, self.W, self.Ht, w_args, n_rows, self.model.lam_w, STREAM_W),
+                (self.Ht_next, self.Ht, self.W, h_args, n_cols, self.model.lam_h, STREAM_H)):
+            threads = n * groups
+            device.launch(self.update, (int(-(-threads // 128)), 1, 1), (128, 1, 1), (
+                X_next, X, Y, self.G, *args, i64(0), i64(n), np.int32(K),
+                np.float64(eps), np.float64(lam), self.exponential, np.uint64(self.noise_seed),
+                np.uint32(stream), np.uint64(t), flag))
+        self.W, self.W_next = self.W_next, self.W
+        self.Ht, self.Ht_next = self.Ht_next, self.Ht
+        self.t = t

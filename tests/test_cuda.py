@@ -177,6 +177,9 @@ class HostShimDevice:
     def to_host(self, array):
         return array.copy()
 
+    def copy(self, dst, src):
+        np.copyto(dst, src)
+
     def kernels(self, suffix):
         return {name: (name, suffix) for name in gpu.KERNEL_NAMES}
 
@@ -205,12 +208,12 @@ def dense_factors(V, W, Ht, G, row_start, col_start, n_blocks, part, n_cols, ran
                                                                ).reshape(mu.shape)
 
 
-def chains_on_the_host(shim, sparse, beta, prior, dtype=np.float64):
+def chains_on_the_host(shim, sparse, beta, prior, dtype=np.float64, check_every=64):
     """The C sampler's chain and the GPU chain over the host shim, from the same state."""
     data, model, noise_seed, cpu, W, Ht = host_problem(sparse, beta, prior)
     device = HostShimDevice(shim)
     cuda = gpu.CudaPSGLDChain(data, model, pymf.PSGLD(blocks=data.n_blocks), noise_seed,
-                              dtype=dtype, device=device)
+                              dtype=dtype, device=device, check_every=check_every)
     cuda.set_state(W, Ht, 0)
     return cpu, cuda, device
 
@@ -239,6 +242,18 @@ def test_gpu_chain_iteration_on_host_shim_reproduces_the_c_sampler(shim, sparse,
     assert device.launched == [factors, "psgld_update_rows", "psgld_update_rows"] * len(steps)
 
 
+def test_gpu_chain_queues_chunks_of_iterations_without_changing_the_chain(shim):
+    cpu, cuda, _ = chains_on_the_host(shim, True, 0.5, "exponential", check_every=4)
+    steps = 1e-3 / np.arange(1, 11) ** 0.51  # 10 iterations: chunks of 4, 4 and 2
+    cpu.run(steps)
+    cuda.run(steps)
+    W_c, Ht_c, t_c = cpu.get_state()
+    W_g, Ht_g, t_g = cuda.get_state()
+    assert t_g == t_c == 10 and np.array_equal(W_g, W_c) and np.array_equal(Ht_g, Ht_c)
+    with pytest.raises(ValueError, match="check_every"):
+        chains_on_the_host(shim, True, 0.5, "exponential", check_every=0)
+
+
 def test_gpu_chain_float32_on_host_shim_follows_the_c_sampler(shim):
     cpu, cuda, _ = chains_on_the_host(shim, True, 1.0, "exponential", dtype=np.float32)
     assert cuda.W.dtype == np.float32
@@ -249,10 +264,14 @@ def test_gpu_chain_float32_on_host_shim_follows_the_c_sampler(shim):
     np.testing.assert_allclose(cuda.get_state()[1], cpu.get_state()[1], rtol=1e-4, atol=1e-5)
 
 
-def test_gpu_chain_divergence_on_host_shim_keeps_the_last_finite_state(shim):
+@pytest.mark.parametrize("check_every", [1, 3, 64])
+def test_gpu_chain_divergence_on_host_shim_keeps_the_last_finite_state(shim, check_every):
     """An absurd step overflows within a few iterations: the GPU chain stops at the same
-    iteration as the C sampler, keeps the same last finite state, and can go on."""
-    cpu, cuda, _ = chains_on_the_host(shim, True, 1.0, "exponential")
+    iteration as the C sampler, keeps the same last finite state (whether the divergence
+    falls at the start of a chunk of queued iterations or inside one), and can go on."""
+    cpu, cuda, _ = chains_on_the_host(shim, True, 1.0, "exponential", check_every=check_every)
+    cpu.run(np.array([1e-3]))  # the divergence, a few iterations in, falls inside a chunk of 3
+    cuda.run(np.array([1e-3]))
     steps = np.full(50, 1e300)
     errors = []
     for chain in (cpu, cuda):
