@@ -1,19 +1,49 @@
 """Build of pymf: the C core (core/) as a static library, the Cython bindings linking it,
 and the CUDA sources (cuda/) shipped as package data of pymf.cuda.
 
-GSL comes from the system (Debian: libgsl-dev); OpenMP from the compiler. No
--march=native: set PYMF_NATIVE=1 to opt in on your own machine.
+GSL comes from $GSL_PREFIX when set (a cluster module's prefix, or a package unpacked
+somewhere), else from gsl-config when it is on PATH, else from the compiler's own paths
+(Debian: libgsl-dev); a GSL found outside the default paths is linked with an rpath, so no
+LD_LIBRARY_PATH is needed at run time. OpenMP comes from the compiler. No -march=native: set
+PYMF_NATIVE=1 to opt in on your own machine.
 """
 import glob
 import os
+import shutil
+import subprocess
 
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
+
+
+def gsl_paths():
+    """(include dirs, library dirs) of GSL beyond the compiler's defaults."""
+    prefix = os.environ.get("GSL_PREFIX")
+    if prefix:
+        if not os.path.isfile(os.path.join(prefix, "include", "gsl", "gsl_rng.h")):
+            raise SystemExit(f"GSL_PREFIX={prefix!r} has no include/gsl/gsl_rng.h")
+        libs = [d for d in glob.glob(os.path.join(prefix, "lib*")) +
+                glob.glob(os.path.join(prefix, "lib", "*-linux-gnu"))
+                if glob.glob(os.path.join(d, "libgsl.so*"))]
+        if not libs:
+            raise SystemExit(f"GSL_PREFIX={prefix!r} has no lib*/libgsl.so")
+        return [os.path.join(prefix, "include")], libs
+    gsl_config = shutil.which("gsl-config")
+    if gsl_config is None:
+        return [], []
+    flags = subprocess.run([gsl_config, "--cflags", "--libs"], capture_output=True,
+                           text=True).stdout.split()
+    default = {"/usr/include", "/usr/lib", "/usr/lib64", "/usr/lib/x86_64-linux-gnu"}
+    return ([f[2:] for f in flags if f.startswith("-I") and f[2:] not in default],
+            [f[2:] for f in flags if f.startswith("-L") and f[2:] not in default])
+
+
+gsl_include_dirs, gsl_library_dirs = gsl_paths()
 core_sources = sorted(glob.glob(os.path.join("core", "src", "*.c")))
-include_dirs = [os.path.join("core", "include"), numpy.get_include()]
+include_dirs = [os.path.join("core", "include"), numpy.get_include()] + gsl_include_dirs
 
 # -std=c99 also turns off floating-point contraction (no silent FMA), which keeps a chain
 # bit-identical between the scalar and the vector code paths of different machines.
@@ -26,7 +56,8 @@ if os.environ.get("PYMF_NATIVE") == "1":
 
 core_library = (
     "pymfcore",
-    {"sources": core_sources, "include_dirs": [os.path.join("core", "include")], "cflags": c_flags},
+    {"sources": core_sources, "include_dirs": [os.path.join("core", "include")] + gsl_include_dirs,
+     "cflags": c_flags},
 )
 
 
@@ -36,8 +67,11 @@ def binding(name):
         sources=[os.path.join("pymf", f"{name}.pyx")],
         include_dirs=include_dirs,
         libraries=["pymfcore", "gsl", "gslcblas", "m"],
+        library_dirs=gsl_library_dirs,
+        runtime_library_dirs=gsl_library_dirs,
         extra_compile_args=["-O3", "-fopenmp"],
-        extra_link_args=["-fopenmp"],
+        # an old-style RPATH, which (unlike RUNPATH) also serves libgsl's own libgslcblas
+        extra_link_args=["-fopenmp"] + (["-Wl,--disable-new-dtags"] if gsl_library_dirs else []),
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         depends=core_sources + glob.glob(os.path.join("core", "include", "pymf", "*.h")),
     )
