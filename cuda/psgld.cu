@@ -11,11 +11,12 @@
  *   1. gradient factors G = scale * d/dmu log p(v | mu) of the part's entries:
  *        dense:  psgld_factors_dense_*   (shared-memory tiles of W and H^T for mu = W H)
  *        sparse: psgld_factors_sparse_*  (one thread per entry)
- *   2. W rows:  psgld_update_rows_*  one thread per (row, group of 4 factors): the row's
- *      gradient sum_j G_ij h_j over its block's entries (dense: the block's columns; sparse:
- *      the row's entries, CSR order), prior, Philox noise, mirroring;
- *   3. H columns: the same kernel on H^T, reading G transposed (dense) or through the
- *      block's column-major permutation (sparse): no atomics anywhere but the divergence flag.
+ *   2. W rows and H columns, one launch (psgld_update_factors_*): one thread per (row of W
+ *      or of H^T, group of 4 factors). A W row's gradient is sum_j G_ij h_j over its block's
+ *      entries (dense: the block's columns; sparse: the row's entries, CSR order); an H
+ *      column's reads G transposed (dense) or through the block's column-major permutation
+ *      (sparse); then prior, Philox noise, mirroring. No atomics anywhere but the divergence
+ *      flag. Two launches per iteration: the updates need every G of the part.
  * Kernels are templated on the real type and exported as extern "C" *_f32 / *_f64.
  */
 #include "pymf/common.h"
@@ -105,32 +106,32 @@ __device__ void factors_sparse(const int *rows, const int *cols, const T *vals,
                pymf_tweedie_dlogp_dmu_floored((double)vals[e], floored, (double)beta, 1.0));
 }
 
-/* ---- 2./3. the Langevin move of factor rows ------------------------------------------- */
+/* ---- 2. the Langevin move of factor rows ---------------------------------------------- */
 
-/* One thread per (row r of X, group of 4 factors). Row r's likelihood gradient is
+/* Thread idx of one factor matrix X: (row r of X, group of 4 factors). Row r's likelihood
+ * gradient is
  *   sum over its n_terms partners q of G[term] * Y[partner, k]
  * where term/partner come from a strided dense layout (dense blocks) or index lists
  * (sparse blocks), described by:
  *   dense:  term = g_row_offset(r) + q * g_stride_q, partner = partner_start(r) + q
  *   sparse: term = list[ptr[r] + q], partner = partner_of[term]
- * The caller passes, per row, the block-specific starts in `row_info` (see psgld.py). */
+ * The caller passes, per row, the block-specific starts (pymf.gpu.part_layout). */
 template <typename T>
-__device__ void update_rows(T *X_next, const T *X, const T *Y, const T *G,
+__device__ void update_rows(long long idx, T *X_next, const T *X, const T *Y, const T *G,
                             const long long *row_first, const long long *row_count,
                             const long long *g_offset, long long g_stride,
                             const long long *sparse_terms, const int *sparse_partner,
-                            long long first_row, long long n_rows, int rank, double eps,
-                            double lam, int exponential, unsigned long long seed,
-                            unsigned int stream, unsigned long long t, int *diverged)
+                            long long n_rows, int rank, double eps, double lam, int exponential,
+                            unsigned long long seed, unsigned int stream, unsigned long long t,
+                            int *diverged)
 {
     const int groups = (rank + 3) / 4;
-    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= n_rows * groups)
         return;
-    const long long r = first_row + idx / groups;
+    const long long r = idx / groups;
     const int group = (int)(idx % groups);
     double grad[4] = {0.0, 0.0, 0.0, 0.0};
-    const long long local = idx / groups;
+    const long long local = r;
     const long long count = row_count[local];
     for (long long q = 0; q < count; ++q) {
         long long term, partner;
@@ -167,6 +168,22 @@ __device__ void update_rows(T *X_next, const T *X, const T *Y, const T *G,
 }
 
 /* ---- exported entry points -------------------------------------------------------------- */
+
+/* The parameters of psgld_update_factors_*, and the same names as arguments (the CPU shim of
+ * tests/cuda_shim.cpp forwards them). */
+#define PYMF_UPDATE_FACTORS_PARAMS(T)                                                            \
+    T *W_next, const T *W, T *Ht_next, const T *Ht, const T *G, const long long *w_first,       \
+        const long long *w_count, const long long *w_offset, long long w_stride,                \
+        const long long *w_terms, const int *w_partner, long long n_rows, double lam_w,         \
+        const long long *h_first, const long long *h_count, const long long *h_offset,          \
+        long long h_stride, const long long *h_terms, const int *h_partner, long long n_cols,   \
+        double lam_h, int rank, double eps, int exponential, unsigned long long seed,           \
+        unsigned long long t, int *diverged
+#define PYMF_UPDATE_FACTORS_ARGS                                                                 \
+    W_next, W, Ht_next, Ht, G, w_first, w_count, w_offset, w_stride, w_terms, w_partner, n_rows, \
+        lam_w, h_first, h_count, h_offset, h_stride, h_terms, h_partner, n_cols, lam_h, rank,    \
+        eps, exponential, seed, t, diverged
+
 #define PYMF_EXPORT_KERNELS(T, SUFFIX)                                                          \
     extern "C" __global__ void psgld_factors_dense_##SUFFIX(                                    \
         const T *V, const T *W, const T *Ht, T *G, const long long *row_start,                  \
@@ -182,16 +199,18 @@ __device__ void update_rows(T *X_next, const T *X, const T *Y, const T *G,
     {                                                                                           \
         factors_sparse<T>(rows, cols, vals, entries, n, W, Ht, G, rank, beta, coef);            \
     }                                                                                           \
-    extern "C" __global__ void psgld_update_rows_##SUFFIX(                                      \
-        T *X_next, const T *X, const T *Y, const T *G, const long long *row_first,              \
-        const long long *row_count, const long long *g_offset, long long g_stride,              \
-        const long long *sparse_terms, const int *sparse_partner, long long first_row,          \
-        long long n_rows, int rank, double eps, double lam, int exponential,                    \
-        unsigned long long seed, unsigned int stream, unsigned long long t, int *diverged)      \
+    extern "C" __global__ void psgld_update_factors_##SUFFIX(PYMF_UPDATE_FACTORS_PARAMS(T))    \
     {                                                                                           \
-        update_rows<T>(X_next, X, Y, G, row_first, row_count, g_offset, g_stride, sparse_terms, \
-                       sparse_partner, first_row, n_rows, rank, eps, lam, exponential, seed,    \
-                       stream, t, diverged);                                                    \
+        const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;                 \
+        const long long w_threads = n_rows * ((rank + 3) / 4);                                  \
+        if (idx < w_threads)                                                                    \
+            update_rows<T>(idx, W_next, W, Ht, G, w_first, w_count, w_offset, w_stride,         \
+                           w_terms, w_partner, n_rows, rank, eps, lam_w, exponential, seed,     \
+                           PYMF_STREAM_W, t, diverged);                                         \
+        else                                                                                    \
+            update_rows<T>(idx - w_threads, Ht_next, Ht, W, G, h_first, h_count, h_offset,      \
+                           h_stride, h_terms, h_partner, n_cols, rank, eps, lam_h, exponential, \
+                           seed, PYMF_STREAM_H, t, diverged);                                   \
     }
 
 PYMF_EXPORT_KERNELS(float, f32)

@@ -22,7 +22,7 @@ import os
 
 import numpy as np
 
-KERNEL_NAMES = ("psgld_factors_dense", "psgld_factors_sparse", "psgld_update_rows")
+KERNEL_NAMES = ("psgld_factors_dense", "psgld_factors_sparse", "psgld_update_factors")
 
 
 class _PycudaDevice:
@@ -277,7 +277,7 @@ class CudaPSGLDChain:
         with device:
             kernels = device.kernels("f64" if dtype == np.float64 else "f32")
             self.factors = kernels["psgld_factors_dense" if data.is_dense else "psgld_factors_sparse"]
-            self.update = kernels["psgld_update_rows"]
+            self.update = kernels["psgld_update_factors"]
             self.dtype, self.data, self.model = dtype, data, model
             self.rank, self.noise_seed, self.t = model.rank, noise_seed, 0
             self.B = data.n_blocks
@@ -368,7 +368,6 @@ class CudaPSGLDChain:
     def _iterate(self, eps, flag):
         """Queue one iteration's kernels (no synchronisation); `flag` is raised if any new
         value is not finite."""
-        from pymf._sgld import STREAM_H, STREAM_W  # philox.h's noise streams, as on the CPU
         T, i64, device, null = self.dtype, np.int64, self.device, self.device.null
         n_rows, n_cols = self.data.shape
         K, groups = self.rank, (self.rank + 3) // 4
@@ -394,14 +393,13 @@ class CudaPSGLDChain:
                     self.Ht, self.G, np.int32(K), T(self.model.beta), coef))
             w_args = (lay["w_first"], lay["w_count"], null, i64(0), lay["w_terms"], self.cols)
             h_args = (lay["h_first"], lay["h_count"], null, i64(0), lay["h_terms"], self.rows)
-        for X_next, X, Y, args, n, lam, stream in (
-                (self.W_next, self.W, self.Ht, w_args, n_rows, self.model.lam_w, STREAM_W),
-                (self.Ht_next, self.Ht, self.W, h_args, n_cols, self.model.lam_h, STREAM_H)):
-            threads = n * groups
-            device.launch(self.update, (int(-(-threads // 128)), 1, 1), (128, 1, 1), (
-                X_next, X, Y, self.G, *args, i64(0), i64(n), np.int32(K),
-                np.float64(eps), np.float64(lam), self.exponential, np.uint64(self.noise_seed),
-                np.uint32(stream), np.uint64(t), flag))
+        # the W rows and the H columns in one launch, both reading this iteration's G
+        threads = (n_rows + n_cols) * groups
+        device.launch(self.update, (int(-(-threads // 128)), 1, 1), (128, 1, 1), (
+            self.W_next, self.W, self.Ht_next, self.Ht, self.G, *w_args, i64(n_rows),
+            np.float64(self.model.lam_w), *h_args, i64(n_cols), np.float64(self.model.lam_h),
+            np.int32(K), np.float64(eps), self.exponential, np.uint64(self.noise_seed),
+            np.uint64(t), flag))
         self.W, self.W_next = self.W_next, self.W
         self.Ht, self.Ht_next = self.Ht_next, self.Ht
         self.t = t

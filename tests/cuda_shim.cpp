@@ -46,21 +46,11 @@ extern "C" void shim_factors_sparse_f64(const int *rows, const int *cols, const 
     });
 }
 
-extern "C" void shim_update_rows_f64(double *X_next, const double *X, const double *Y,
-                                     const double *G, const long long *row_first,
-                                     const long long *row_count, const long long *g_offset,
-                                     long long g_stride, const long long *sparse_terms,
-                                     const int *sparse_partner, long long n_rows, int rank,
-                                     double eps, double lam, int exponential,
-                                     unsigned long long seed, unsigned int stream,
-                                     unsigned long long t, int *diverged)
+extern "C" void shim_update_factors_f64(PYMF_UPDATE_FACTORS_PARAMS(double))
 {
-    const long long threads = n_rows * ((rank + 3) / 4);
-    launch((unsigned)((threads + 63) / 64), 64, [&] {
-        psgld_update_rows_f64(X_next, X, Y, G, row_first, row_count, g_offset, g_stride,
-                              sparse_terms, sparse_partner, 0, n_rows, rank, eps, lam,
-                              exponential, seed, stream, t, diverged);
-    });
+    const long long threads = (n_rows + n_cols) * ((rank + 3) / 4);
+    launch((unsigned)((threads + 63) / 64), 64,
+           [&] { psgld_update_factors_f64(PYMF_UPDATE_FACTORS_ARGS); });
 }
 
 // The launches of pymf.gpu.CudaPSGLDChain as they are: the grid and block size it chose and
@@ -77,20 +67,11 @@ extern "C" void shim_update_rows_f64(double *X_next, const double *X, const doub
                                           coef);                                                 \
         });                                                                                      \
     }                                                                                            \
-    extern "C" void shim_launch_update_rows_##SUFFIX(                                            \
-        unsigned grid_x, unsigned block_x, T *X_next, const T *X, const T *Y, const T *G,        \
-        const long long *row_first, const long long *row_count, const long long *g_offset,       \
-        long long g_stride, const long long *sparse_terms, const int *sparse_partner,            \
-        long long first_row, long long n_rows, int rank, double eps, double lam,                 \
-        int exponential, unsigned long long seed, unsigned int stream, unsigned long long t,     \
-        int *diverged)                                                                           \
+    extern "C" void shim_launch_update_factors_##SUFFIX(unsigned grid_x, unsigned block_x,       \
+                                                        PYMF_UPDATE_FACTORS_PARAMS(T))           \
     {                                                                                            \
-        launch(grid_x, block_x, [&] {                                                            \
-            psgld_update_rows_##SUFFIX(X_next, X, Y, G, row_first, row_count, g_offset,          \
-                                       g_stride, sparse_terms, sparse_partner, first_row,        \
-                                       n_rows, rank, eps, lam, exponential, seed, stream, t,     \
-                                       diverged);                                                \
-        });                                                                                      \
+        launch(grid_x, block_x,                                                                  \
+               [&] { psgld_update_factors_##SUFFIX(PYMF_UPDATE_FACTORS_ARGS); });               \
     }
 
 SHIM_LAUNCHERS(float, f32)

@@ -16,8 +16,7 @@ from pymf import _blocks, _sgld, _tweedie, gpu
 
 NVCC = shutil.which("nvcc")
 GXX = shutil.which("g++")
-KERNELS = ["psgld_factors_dense_f32", "psgld_factors_sparse_f32", "psgld_update_rows_f32",
-           "psgld_factors_dense_f64", "psgld_factors_sparse_f64", "psgld_update_rows_f64"]
+KERNELS = [f"{name}_{suffix}" for name in gpu.KERNEL_NAMES for suffix in ("f32", "f64")]
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc (the CUDA toolkit) is not installed")
@@ -45,21 +44,16 @@ def shim(tmp_path_factory):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     lib = ctypes.CDLL(str(library))
-    P = ctypes.c_void_p
+    P, L, D = ctypes.c_void_p, ctypes.c_longlong, ctypes.c_double
+    update_types = [P, P, P, P, P, P, P, P, L, P, P, L, D, P, P, P, L, P, P, L, D, ctypes.c_int, D,
+                    ctypes.c_int, ctypes.c_ulonglong, ctypes.c_ulonglong, P]
     for suffix, real in (("f32", ctypes.c_float), ("f64", ctypes.c_double)):
         getattr(lib, f"shim_launch_factors_sparse_{suffix}").argtypes = [
-            ctypes.c_uint, ctypes.c_uint, P, P, P, P, ctypes.c_longlong, P, P, P, ctypes.c_int,
-            real, real]
-        getattr(lib, f"shim_launch_update_rows_{suffix}").argtypes = [
-            ctypes.c_uint, ctypes.c_uint, P, P, P, P, P, P, P, ctypes.c_longlong, P, P,
-            ctypes.c_longlong, ctypes.c_longlong, ctypes.c_int, ctypes.c_double, ctypes.c_double,
-            ctypes.c_int, ctypes.c_ulonglong, ctypes.c_uint, ctypes.c_ulonglong, P]
-    lib.shim_factors_sparse_f64.argtypes = [P, P, P, P, ctypes.c_longlong, P, P, P, ctypes.c_int,
-                                            ctypes.c_double, ctypes.c_double]
-    lib.shim_update_rows_f64.argtypes = [P, P, P, P, P, P, P, ctypes.c_longlong, P, P,
-                                         ctypes.c_longlong, ctypes.c_int, ctypes.c_double,
-                                         ctypes.c_double, ctypes.c_int, ctypes.c_ulonglong,
-                                         ctypes.c_uint, ctypes.c_ulonglong, P]
+            ctypes.c_uint, ctypes.c_uint, P, P, P, P, L, P, P, P, ctypes.c_int, real, real]
+        getattr(lib, f"shim_launch_update_factors_{suffix}").argtypes = [
+            ctypes.c_uint, ctypes.c_uint] + update_types
+    lib.shim_factors_sparse_f64.argtypes = [P, P, P, P, L, P, P, P, ctypes.c_int, D, D]
+    lib.shim_update_factors_f64.argtypes = update_types
     return lib
 
 
@@ -96,12 +90,10 @@ def shim_iteration(lib, data, W, Ht, G, t, eps, model, noise_seed, dense_V=None)
     flag = np.zeros(1, np.int32)
     W_next, Ht_next = np.empty_like(W), np.empty_like(Ht)
     exponential = int(model.prior == "exponential")
-    for X_next, X, Y, (first, count, offset, stride, terms, partner), n, lam, stream in (
-            (W_next, W, Ht, w, n_rows, model.lam_w, _sgld.STREAM_W),
-            (Ht_next, Ht, W, h, n_cols, model.lam_h, _sgld.STREAM_H)):
-        lib.shim_update_rows_f64(ptr(X_next), ptr(X), ptr(Y), ptr(G), ptr(first), ptr(count), ptr(offset),
-                                 stride, ptr(terms), ptr(partner), n, K, eps, lam, exponential,
-                                 noise_seed, stream, t, ptr(flag))
+    layout = [[ptr(a) if isinstance(a, np.ndarray) or a is None else a for a in args] for args in (w, h)]
+    lib.shim_update_factors_f64(ptr(W_next), ptr(W), ptr(Ht_next), ptr(Ht), ptr(G), *layout[0],
+                                n_rows, model.lam_w, *layout[1], n_cols, model.lam_h, K, eps,
+                                exponential, noise_seed, t, ptr(flag))
     assert flag[0] == 0
     return W_next, Ht_next
 
@@ -239,7 +231,7 @@ def test_gpu_chain_iteration_on_host_shim_reproduces_the_c_sampler(shim, sparse,
             np.testing.assert_allclose(Ht_g, Ht_c, rtol=1e-11, atol=1e-13)
             cuda.set_state(W_c, Ht_c, t_c)  # no drift of rounding from iteration to iteration
     factors = "psgld_factors_sparse" if sparse else "psgld_factors_dense"
-    assert device.launched == [factors, "psgld_update_rows", "psgld_update_rows"] * len(steps)
+    assert device.launched == [factors, "psgld_update_factors"] * len(steps)
 
 
 def test_gpu_chain_queues_chunks_of_iterations_without_changing_the_chain(shim):
