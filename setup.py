@@ -18,7 +18,6 @@ from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 
-
 def gsl_paths():
     """(include dirs, library dirs) of GSL beyond the compiler's defaults."""
     prefix = os.environ.get("GSL_PREFIX")
