@@ -108,6 +108,30 @@ __device__ void factors_sparse(const int *rows, const int *cols, const T *vals,
 
 /* ---- 2. the Langevin move of factor rows ---------------------------------------------- */
 
+/* The Langevin move of the n (<= 4) factors k = 4 group + lane of one row, from their values
+ * x0 and likelihood gradients: prior, Philox noise of (stream, t, row, group), mirroring.
+ * False if a new value is not finite. Shared by the update and ring kernels. */
+__device__ __forceinline__ bool langevin_move4(const double x0[4], const double grad[4], int n,
+                                               double eps, double lam, int exponential,
+                                               unsigned long long seed, unsigned int stream,
+                                               unsigned long long t, unsigned int row,
+                                               unsigned int group, double out[4])
+{
+    double noise[4];
+    pymf_noise_gauss4(seed, stream, t, row, group, noise);
+    const double noise_sd = sqrt(2.0 * eps);
+    bool finite = true;
+    for (int lane = 0; lane < n; ++lane) {
+        const double prior = exponential ? -lam : -lam * x0[lane];
+        double x = x0[lane] + eps * (grad[lane] + prior) + noise_sd * noise[lane];
+        if (exponential)
+            x = fabs(x);
+        finite = finite && isfinite(x);
+        out[lane] = x;
+    }
+    return finite;
+}
+
 /* Thread idx of one factor matrix X: (row r of X, group of 4 factors). Row r's likelihood
  * gradient is
  *   sum over its n_terms partners q of G[term] * Y[partner, k]
@@ -149,23 +173,186 @@ __device__ void update_rows(long long idx, T *X_next, const T *X, const T *Y, co
                 grad[lane] += g * (double)Y[partner * rank + k];
         }
     }
-    double noise[4];
-    pymf_noise_gauss4(seed, stream, t, (unsigned int)r, (unsigned int)group, noise);
-    const double noise_sd = sqrt(2.0 * eps);
-    for (int lane = 0; lane < 4; ++lane) {
-        const int k = 4 * group + lane;
-        if (k >= rank)
-            break;
-        const double x0 = (double)X[r * rank + k];
-        const double prior = exponential ? -lam : -lam * x0;
-        double x = x0 + eps * (grad[lane] + prior) + noise_sd * noise[lane];
-        if (exponential)
-            x = fabs(x);
-        if (!isfinite(x))
-            atomicOr(diverged, 1);
-        X_next[r * rank + k] = (T)x;
-    }
+    const int n = min(4, rank - 4 * group);
+    double x0[4], x[4];
+    for (int lane = 0; lane < n; ++lane)
+        x0[lane] = (double)X[r * rank + 4 * group + lane];
+    if (!langevin_move4(x0, grad, n, eps, lam, exponential, seed, stream, t, (unsigned int)r,
+                        (unsigned int)group, x))
+        atomicOr(diverged, 1);
+    for (int lane = 0; lane < n; ++lane)
+        X_next[r * rank + 4 * group + lane] = (T)x[lane];
 }
+
+/* ---- 3. many iterations in one launch: the ring kernel (dense V, small blocks) --------
+ *
+ * Launches cost microseconds, the work of one iteration on small blocks less than that, so
+ * psgld_ring_dense_* runs a whole chunk of iterations in one launch. Thread block b owns grid
+ * row b: W_b stays in shared memory for the launch; at iteration t it meets H's column block
+ * c = (b + part) mod B. Within a part the blocks are disjoint, and H_c was last moved at t - 1
+ * by thread block b + 1 (mod B): the ring of the MPI path. So b waits for one neighbour's
+ * progress counter, never for the whole grid, and G never leaves shared memory.
+ *
+ * The maths is the update kernel's (same G, same sums in the same order, same Philox noise,
+ * same mirroring), so both paths give the same chain. Every loop is block-strided: the kernel
+ * is right for any blockDim, which lets the CPU shim run it with one thread per block and one
+ * std::thread per block (tests/cuda_shim.cpp), real concurrency through the same protocol.
+ * All B blocks must be resident at once (pymf.gpu launches it only where B <= the number of
+ * multiprocessors); a neighbour that has not come after spin_limit polls (pymf.gpu: ~seconds)
+ * is reported through `stalled`, not a hang. */
+
+#define PYMF_RING_THREADS 256
+
+#ifndef PYMF_HOST_SHIM
+__device__ __forceinline__ double *ring_shared_memory()
+{
+    extern __shared__ double pymf_ring_shared[]; /* double: aligned for both real types */
+    return pymf_ring_shared;
+}
+
+__device__ __forceinline__ int ring_progress_of(const int *counter)
+{
+    return *(const volatile int *)counter;
+}
+
+/* every thread's H stores are made visible at GPU scope before the counter moves */
+__device__ __forceinline__ void ring_publish(int *counter, int value)
+{
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+        atomicExch(counter, value);
+}
+
+__device__ __forceinline__ void ring_pause()
+{
+#if __CUDA_ARCH__ >= 700
+    __nanosleep(32);
+#endif
+}
+
+/* H is written by other multiprocessors: read it from L2 (L1 is not coherent) */
+template <typename T> __device__ __forceinline__ T ring_load(const T *x) { return __ldcg(x); }
+template <typename T> __device__ __forceinline__ void ring_store(T *x, T v) { __stcg(x, v); }
+#endif
+
+/* Thread 0 polls neighbour's counter until it reaches `needed`; false if it never does. */
+__device__ __forceinline__ bool ring_wait(const int *counter, int needed, long long spin_limit,
+                                          int *stalled)
+{
+    __shared__ int ok;
+    if (threadIdx.x == 0) {
+        long long polls = 0;
+        while (ring_progress_of(counter) < needed && ++polls < spin_limit)
+            ring_pause();
+        ok = ring_progress_of(counter) >= needed;
+        if (!ok)
+            atomicOr(stalled, 1);
+        __threadfence();
+    }
+    __syncthreads();
+    const bool result = ok;
+    __syncthreads(); /* `ok` is reused by the next wait */
+    return result;
+}
+
+template <typename T>
+__device__ void ring_dense(const T *V, T *W, T *Ht, const long long *row_start,
+                           const long long *col_start, int n_blocks, long long n_cols, int rank,
+                           long long max_height, long long max_width, T beta,
+                           const double *coef_of_part, const double *eps, int n_iter,
+                           unsigned long long t0, double lam_w, double lam_h, int exponential,
+                           unsigned long long seed, int *progress, long long spin_limit,
+                           int *diverged, int *stalled)
+{
+    const int b = blockIdx.x;
+    const int neighbour = (b + 1) % n_blocks;
+    const long long r0 = row_start[b];
+    const int height = (int)(row_start[b + 1] - r0); /* a block fits in shared memory: int */
+    const int groups = (rank + 3) / 4;
+    /* factor rows in shared memory are rank + 1 long: threads reading different rows at the
+     * same k then fall in different banks */
+    const int ld = rank + 1;
+    T *shared = (T *)ring_shared_memory();
+    T *W_now = shared, *W_new = shared + max_height * ld;
+    T *H_s = W_new + max_height * ld;
+    T *G_s = H_s + max_width * ld;
+    for (int x = threadIdx.x; x < height * rank; x += blockDim.x)
+        W_now[(x / rank) * ld + x % rank] = W[r0 * rank + x];
+    for (int i = 0; i < n_iter; ++i) {
+        const unsigned long long t = t0 + (unsigned long long)i + 1;
+        const int part = (int)((t - 1) % (unsigned long long)n_blocks);
+        const int c = (b + part) % n_blocks;
+        const long long c0 = col_start[c];
+        const int width = (int)(col_start[c + 1] - c0);
+        if (i > 0 && !ring_wait(&progress[neighbour], i, spin_limit, stalled))
+            break; /* W_b goes back as it was after iteration i - 1 */
+        for (int x = threadIdx.x; x < width * rank; x += blockDim.x)
+            H_s[(x / rank) * ld + x % rank] = ring_load(&Ht[c0 * rank + x]);
+        __syncthreads();
+        const double coef = coef_of_part[part];
+        for (int x = threadIdx.x; x < height * width; x += blockDim.x) {
+            const int ii = x / width, jj = x % width;
+            const T mu = entry_dot(W_now + ii * ld, H_s + jj * ld, rank);
+            const double floored = pymf_tweedie_floor_mu((double)mu, (double)beta);
+            const double g = pymf_tweedie_dlogp_dmu_floored(
+                (double)V[(r0 + ii) * n_cols + c0 + jj], floored, (double)beta, 1.0);
+            G_s[x] = (T)(coef * g);
+        }
+        __syncthreads();
+        /* the Langevin move, as update_rows: one item per (row of W_b or of H_c^T, 4 factors) */
+        const double step = eps[i];
+        for (int x = threadIdx.x; x < (height + width) * groups; x += blockDim.x) {
+            const bool is_w = x < height * groups;
+            const int item = is_w ? x : x - height * groups;
+            const int r = item / groups, group = item % groups;
+            const int n_terms = is_w ? width : height;
+            const T *partners = is_w ? H_s : W_now;
+            const T *own = is_w ? W_now : H_s;
+            double grad[4] = {0.0, 0.0, 0.0, 0.0};
+            for (int q = 0; q < n_terms; ++q) {
+                const double g = (double)G_s[is_w ? r * width + q : q * width + r];
+                for (int lane = 0; lane < 4; ++lane) {
+                    const int k = 4 * group + lane;
+                    if (k < rank)
+                        grad[lane] += g * (double)partners[q * ld + k];
+                }
+            }
+            const int n = min(4, rank - 4 * group);
+            double x0[4], value[4];
+            for (int lane = 0; lane < n; ++lane)
+                x0[lane] = (double)own[r * ld + 4 * group + lane];
+            if (!langevin_move4(x0, grad, n, step, is_w ? lam_w : lam_h, exponential, seed,
+                                is_w ? PYMF_STREAM_W : PYMF_STREAM_H, t,
+                                (unsigned int)(is_w ? r0 + r : c0 + r), (unsigned int)group, value))
+                atomicOr(&diverged[i], 1);
+            for (int lane = 0; lane < n; ++lane) {
+                if (is_w)
+                    W_new[r * ld + 4 * group + lane] = (T)value[lane];
+                else
+                    ring_store(&Ht[(c0 + r) * rank + 4 * group + lane], (T)value[lane]);
+            }
+        }
+        T *swap = W_now;
+        W_now = W_new;
+        W_new = swap;
+        ring_publish(&progress[b], i + 1); /* H_c is ready for thread block b - 1 */
+    }
+    __syncthreads();
+    for (int x = threadIdx.x; x < height * rank; x += blockDim.x)
+        W[r0 * rank + x] = W_now[(x / rank) * ld + x % rank];
+}
+
+#define PYMF_RING_DENSE_PARAMS(T)                                                                \
+    const T *V, T *W, T *Ht, const long long *row_start, const long long *col_start,             \
+        int n_blocks, long long n_cols, int rank, long long max_height, long long max_width,     \
+        T beta, const double *coef_of_part, const double *eps, int n_iter,                       \
+        unsigned long long t0, double lam_w, double lam_h, int exponential,                      \
+        unsigned long long seed, int *progress, long long spin_limit, int *diverged, int *stalled
+#define PYMF_RING_DENSE_ARGS                                                                     \
+    V, W, Ht, row_start, col_start, n_blocks, n_cols, rank, max_height, max_width, beta,         \
+        coef_of_part, eps, n_iter, t0, lam_w, lam_h, exponential, seed, progress, spin_limit,    \
+        diverged, stalled
 
 /* ---- exported entry points -------------------------------------------------------------- */
 
@@ -211,6 +398,11 @@ __device__ void update_rows(long long idx, T *X_next, const T *X, const T *Y, co
             update_rows<T>(idx - w_threads, Ht_next, Ht, W, G, h_first, h_count, h_offset,      \
                            h_stride, h_terms, h_partner, n_cols, rank, eps, lam_h, exponential, \
                            seed, PYMF_STREAM_H, t, diverged);                                   \
+    }                                                                                           \
+    extern "C" __global__ void __launch_bounds__(PYMF_RING_THREADS)                             \
+        psgld_ring_dense_##SUFFIX(PYMF_RING_DENSE_PARAMS(T))                                    \
+    {                                                                                           \
+        ring_dense<T>(PYMF_RING_DENSE_ARGS);                                                    \
     }
 
 PYMF_EXPORT_KERNELS(float, f32)

@@ -22,7 +22,10 @@ import os
 
 import numpy as np
 
-KERNEL_NAMES = ("psgld_factors_dense", "psgld_factors_sparse", "psgld_update_factors")
+KERNEL_NAMES = ("psgld_factors_dense", "psgld_factors_sparse", "psgld_update_factors",
+                "psgld_ring_dense")
+RING_THREADS = 256  # PYMF_RING_THREADS in cuda/psgld.cu (its __launch_bounds__)
+RING_SHARED_LIMIT = 48 * 1024  # dynamic shared memory a launch gets without opting in
 
 
 class _PycudaDevice:
@@ -41,6 +44,7 @@ class _PycudaDevice:
         self.driver, self.gpuarray = driver, gpuarray
         self.context = device.retain_primary_context()
         self.arch = "sm_%d%d" % device.compute_capability()
+        self.multiprocessors = device.get_attribute(driver.device_attribute.MULTIPROCESSOR_COUNT)
 
     def __enter__(self):
         self.context.push()
@@ -68,8 +72,8 @@ class _PycudaDevice:
         module = _pycuda_module(self.arch)
         return {name: module.get_function(f"{name}_{suffix}") for name in KERNEL_NAMES}
 
-    def launch(self, kernel, grid, block, args):
-        kernel(*args, block=block, grid=grid)
+    def launch(self, kernel, grid, block, args, shared_bytes=0):
+        kernel(*args, block=block, grid=grid, shared=shared_bytes)
 
 
 class _CupyDevice:
@@ -84,6 +88,7 @@ class _CupyDevice:
             raise RuntimeError("the CUDA runtime reports no GPU device")
         self.cupy = cupy
         self.device = cupy.cuda.Device(0)
+        self.multiprocessors = self.device.attributes["MultiProcessorCount"]
 
     def __enter__(self):
         self.device.__enter__()
@@ -111,8 +116,8 @@ class _CupyDevice:
         module = _cupy_module()
         return {name: module.get_function(f"{name}_{suffix}") for name in KERNEL_NAMES}
 
-    def launch(self, kernel, grid, block, args):
-        kernel(grid, block, args)
+    def launch(self, kernel, grid, block, args, shared_bytes=0):
+        kernel(grid, block, args, shared_mem=shared_bytes)
 
 
 def open_device():
@@ -262,10 +267,19 @@ class CudaPSGLDChain:
     All of V (dense) or the entries (sparse), W, H^T and the per-part layouts stay on the
     device; the state is copied back only by get_state (kept samples, traces). `device` is
     the loader's device (open_device() when None); the tests pass a host shim.
-    check_every: iterations queued between two reads of the divergence flags."""
+    check_every: iterations queued between two reads of the divergence flags.
+    strategy: how an iteration reaches the GPU, the chain being the same either way:
+      "launches": two kernel launches per iteration (any data, any block size);
+      "ring":     one launch per chunk of check_every iterations (psgld_ring_dense_*), thread
+                  block b keeping W_b in shared memory and waiting only for its ring
+                  neighbour; dense data whose blocks fit in 48 KB of shared memory, B at most
+                  the device's multiprocessors (all blocks must be resident at once);
+      "auto":     "ring" where it applies, else "launches"."""
+
+    ring_spin_limit = 1 << 26  # polls of a neighbour's counter before a ring block gives up
 
     def __init__(self, data, model, sampler, noise_seed, dtype=np.float64, device=None,
-                 check_every=64):
+                 check_every=64, strategy="auto"):
         if sampler.part_order != "cyclic":
             raise ValueError("the CUDA backend runs cyclic parts only")
         if device is None:
@@ -278,6 +292,7 @@ class CudaPSGLDChain:
             kernels = device.kernels("f64" if dtype == np.float64 else "f32")
             self.factors = kernels["psgld_factors_dense" if data.is_dense else "psgld_factors_sparse"]
             self.update = kernels["psgld_update_factors"]
+            self.ring = kernels["psgld_ring_dense"]
             self.dtype, self.data, self.model = dtype, data, model
             self.rank, self.noise_seed, self.t = model.rank, noise_seed, 0
             self.B = data.n_blocks
@@ -302,6 +317,38 @@ class CudaPSGLDChain:
             if self.check_every < 1:
                 raise ValueError(f"check_every must be >= 1, got {check_every}")
             self.flags = device.zeros(self.check_every, np.int32)  # one per queued iteration
+            self.strategy = self._choose_strategy(strategy)
+            if self.strategy == "ring":
+                coef = [data.n_observed / size / model.phi if size else 0.0 for size in self.part_sizes]
+                self.coef_of_part = device.to_device(np.asarray(coef, np.float64))
+                self.progress = device.zeros(self.B, np.int32)
+                self.stalled = device.zeros(1, np.int32)
+
+    def ring_shared_bytes(self):
+        """Shared memory of one ring thread block: W_b twice (now, next), H_c (rows padded to
+        rank + 1 against bank conflicts), and G_bc."""
+        h, w, ld = self.max_height, self.max_width, self.rank + 1
+        return (2 * h * ld + w * ld + h * w) * np.dtype(self.dtype).itemsize
+
+    def _choose_strategy(self, strategy):
+        if strategy not in ("auto", "ring", "launches"):
+            raise ValueError(f"strategy must be 'auto', 'ring' or 'launches', got {strategy!r}")
+        if strategy == "launches":
+            return strategy
+        why_not = None
+        if not self.data.is_dense:
+            why_not = "the ring kernel runs dense data only"
+        elif self.ring_shared_bytes() > RING_SHARED_LIMIT:
+            why_not = (f"a block needs {self.ring_shared_bytes()} bytes of shared memory, over "
+                       f"{RING_SHARED_LIMIT}: use more blocks or a lower rank")
+        elif self.B > self.device.multiprocessors:
+            why_not = (f"{self.B} blocks cannot all be resident on {self.device.multiprocessors} "
+                       "multiprocessors")
+        if why_not is None:
+            return "ring"
+        if strategy == "ring":
+            raise ValueError(f"strategy='ring' is not possible here: {why_not}")
+        return "launches"
 
     def _upload_layout(self, layout):
         return {key: self.device.to_device(value) if isinstance(value, np.ndarray) else value
@@ -347,8 +394,7 @@ class CudaPSGLDChain:
                 t0 = self.t
                 device.copy(self.W_saved, self.W)
                 device.copy(self.Ht_saved, self.Ht)
-                for i, eps in enumerate(chunk):
-                    self._iterate(eps, self.flags[i:i + 1])
+                self._queue(chunk)
                 flags = device.to_host(self.flags)[:len(chunk)]
                 if not flags.any():
                     continue
@@ -357,13 +403,40 @@ class CudaPSGLDChain:
                 device.copy(self.W, self.W_saved)
                 device.copy(self.Ht, self.Ht_saved)
                 self.t = t0
-                for eps in chunk[:bad]:
-                    self._iterate(eps, self.flags[0:1])
+                if bad:
+                    self._queue(chunk[:bad])
                 if device.to_host(self.flags).any():
                     raise RuntimeError("the GPU chain's replay of a chunk differed from its first "
                                        "run: the kernels are not deterministic")
                 raise DivergenceError(f"the chain diverged at iteration {t0 + bad + 1} on the GPU; "
                                       "the last finite state is kept", iteration=t0 + bad + 1)
+
+    def _queue(self, steps):
+        """Queue these iterations (no synchronisation); self.flags[i] is raised if a new value
+        of iteration i is not finite."""
+        if self.strategy == "launches":
+            for i, eps in enumerate(steps):
+                self._iterate(eps, self.flags[i:i + 1])
+            return
+        device, n_rows, n_cols = self.device, *self.data.shape
+        self.progress.fill(0)
+        device.launch(self.ring, (self.B, 1, 1), (RING_THREADS, 1, 1), (
+            self.V, self.W, self.Ht, self.row_start, self.col_start, np.int32(self.B),
+            np.int64(n_cols), np.int32(self.rank), np.int64(self.max_height),
+            np.int64(self.max_width), self.dtype(self.model.beta), self.coef_of_part,
+            device.to_device(np.asarray(steps, np.float64)), np.int32(len(steps)),
+            np.uint64(self.t), np.float64(self.model.lam_w), np.float64(self.model.lam_h),
+            self.exponential, np.uint64(self.noise_seed), self.progress,
+            np.int64(self.ring_spin_limit), self.flags, self.stalled), shared_bytes=int(self.ring_shared_bytes()))
+        self.t += len(steps)
+        if device.to_host(self.stalled).any():
+            self.stalled.fill(0)
+            device.copy(self.W, self.W_saved)
+            device.copy(self.Ht, self.Ht_saved)
+            self.t -= len(steps)
+            raise RuntimeError("a thread block of the ring kernel waited in vain for its "
+                               "neighbour (the blocks were not all resident: is the GPU shared?); "
+                               "the state before this chunk is kept; use strategy='launches'")
 
     def _iterate(self, eps, flag):
         """Queue one iteration's kernels (no synchronisation); `flag` is raised if any new

@@ -39,7 +39,7 @@ def shim(tmp_path_factory):
         pytest.skip("g++ is not installed: the CPU shim of the CUDA kernels cannot be built")
     library = tmp_path_factory.mktemp("shim") / "shim.so"
     source = os.path.join(os.path.dirname(__file__), "cuda_shim.cpp")
-    done = subprocess.run([GXX, "-std=c++14", "-O1", "-shared", "-fPIC", "-I", gpu.include_dir(),
+    done = subprocess.run([GXX, "-std=c++14", "-O1", "-shared", "-fPIC", "-pthread", "-I", gpu.include_dir(),
                            "-I", gpu.kernel_dir(), source, "-o", str(library)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -52,6 +52,10 @@ def shim(tmp_path_factory):
             ctypes.c_uint, ctypes.c_uint, P, P, P, P, L, P, P, P, ctypes.c_int, real, real]
         getattr(lib, f"shim_launch_update_factors_{suffix}").argtypes = [
             ctypes.c_uint, ctypes.c_uint] + update_types
+        I, U64 = ctypes.c_int, ctypes.c_ulonglong
+        getattr(lib, f"shim_launch_ring_dense_{suffix}").argtypes = [
+            ctypes.c_uint, ctypes.c_uint, ctypes.c_size_t, I, P, P, P, P, P, I, L, I, L, L, real,
+            P, P, I, U64, D, D, I, U64, P, L, P, P]
     lib.shim_factors_sparse_f64.argtypes = [P, P, P, P, L, P, P, P, ctypes.c_int, D, D]
     lib.shim_update_factors_f64.argtypes = update_types
     return lib
@@ -142,14 +146,18 @@ class HostShimDevice:
     """pymf.gpu's device interface over host memory, for CudaPSGLDChain on the CPU: each
     launch runs the grid that the chain chose through the C++ shim, with the kernel's own
     arguments. The dense factor kernel (shared-memory tiles and __syncthreads, GPU only) is
-    replaced by its NumPy definition; the sparse and row-update kernels run as written."""
+    replaced by its NumPy definition; the sparse, row-update and ring kernels run as written
+    (the ring kernel's blocks on concurrent threads; `absent_block` never runs, as a block that
+    is never made resident)."""
 
     name = "host-shim"
     null = None
 
-    def __init__(self, lib):
+    def __init__(self, lib, multiprocessors=132):
         self.lib = lib
         self.launched = []
+        self.multiprocessors = multiprocessors
+        self.absent_block = -1
 
     def __enter__(self):
         return self
@@ -175,7 +183,7 @@ class HostShimDevice:
     def kernels(self, suffix):
         return {name: (name, suffix) for name in gpu.KERNEL_NAMES}
 
-    def launch(self, kernel, grid, block, args):
+    def launch(self, kernel, grid, block, args, shared_bytes=0):
         name, suffix = kernel
         self.launched.append(name)
         if name == "psgld_factors_dense":
@@ -183,8 +191,9 @@ class HostShimDevice:
             return
         assert grid[1:] == (1, 1) and block[1:] == (1, 1)
         launcher = getattr(self.lib, f"shim_launch_{name[len('psgld_'):]}_{suffix}")
-        launcher(grid[0], block[0], *[ptr(a) if isinstance(a, np.ndarray) or a is None else a.item()
-                                      for a in args])
+        extra = (shared_bytes, self.absent_block) if name == "psgld_ring_dense" else ()
+        launcher(grid[0], block[0], *extra, *[ptr(a) if isinstance(a, np.ndarray) or a is None
+                                              else a.item() for a in args])
 
 
 def dense_factors(V, W, Ht, G, row_start, col_start, n_blocks, part, n_cols, rank, max_width, beta,
@@ -200,12 +209,14 @@ def dense_factors(V, W, Ht, G, row_start, col_start, n_blocks, part, n_cols, ran
                                                                ).reshape(mu.shape)
 
 
-def chains_on_the_host(shim, sparse, beta, prior, dtype=np.float64, check_every=64):
+def chains_on_the_host(shim, sparse, beta, prior, dtype=np.float64, check_every=64,
+                       strategy="launches", n_blocks=3):
     """The C sampler's chain and the GPU chain over the host shim, from the same state."""
-    data, model, noise_seed, cpu, W, Ht = host_problem(sparse, beta, prior)
+    data, model, noise_seed, cpu, W, Ht = host_problem(sparse, beta, prior, B=n_blocks)
     device = HostShimDevice(shim)
     cuda = gpu.CudaPSGLDChain(data, model, pymf.PSGLD(blocks=data.n_blocks), noise_seed,
-                              dtype=dtype, device=device, check_every=check_every)
+                              dtype=dtype, device=device, check_every=check_every,
+                              strategy=strategy)
     cuda.set_state(W, Ht, 0)
     return cpu, cuda, device
 
@@ -246,8 +257,10 @@ def test_gpu_chain_queues_chunks_of_iterations_without_changing_the_chain(shim):
         chains_on_the_host(shim, True, 0.5, "exponential", check_every=0)
 
 
-def test_gpu_chain_float32_on_host_shim_follows_the_c_sampler(shim):
-    cpu, cuda, _ = chains_on_the_host(shim, True, 1.0, "exponential", dtype=np.float32)
+@pytest.mark.parametrize("sparse, strategy", [(True, "launches"), (False, "ring")])
+def test_gpu_chain_float32_on_host_shim_follows_the_c_sampler(shim, sparse, strategy):
+    cpu, cuda, _ = chains_on_the_host(shim, sparse, 1.0, "exponential", dtype=np.float32,
+                                      strategy=strategy)
     assert cuda.W.dtype == np.float32
     for eps in 1e-3 / np.arange(1, 4) ** 0.51:
         cpu.run(np.array([eps]))
@@ -257,11 +270,14 @@ def test_gpu_chain_float32_on_host_shim_follows_the_c_sampler(shim):
 
 
 @pytest.mark.parametrize("check_every", [1, 3, 64])
-def test_gpu_chain_divergence_on_host_shim_keeps_the_last_finite_state(shim, check_every):
+@pytest.mark.parametrize("sparse, strategy", [(True, "launches"), (False, "ring")])
+def test_gpu_chain_divergence_on_host_shim_keeps_the_last_finite_state(shim, check_every, sparse,
+                                                                        strategy):
     """An absurd step overflows within a few iterations: the GPU chain stops at the same
     iteration as the C sampler, keeps the same last finite state (whether the divergence
     falls at the start of a chunk of queued iterations or inside one), and can go on."""
-    cpu, cuda, _ = chains_on_the_host(shim, True, 1.0, "exponential", check_every=check_every)
+    cpu, cuda, _ = chains_on_the_host(shim, sparse, 1.0, "exponential", check_every=check_every,
+                                      strategy=strategy)
     cpu.run(np.array([1e-3]))  # the divergence, a few iterations in, falls inside a chunk of 3
     cuda.run(np.array([1e-3]))
     steps = np.full(50, 1e300)
@@ -279,6 +295,80 @@ def test_gpu_chain_divergence_on_host_shim_keeps_the_last_finite_state(shim, che
     cuda.set_state(np.full_like(W_g, 0.5), np.full_like(Ht_g, 0.5), t_g)
     cuda.run(np.array([1e-3]))  # the divergence flag was reset: the chain goes on
     assert cuda.iteration == t_g + 1
+
+
+@pytest.mark.parametrize("n_blocks", [3, 7])
+@pytest.mark.parametrize("beta, prior", [(0.5, "exponential"), (2.0, "gaussian")])
+def test_ring_kernel_on_host_shim_reproduces_the_c_sampler(shim, beta, prior, n_blocks):
+    """psgld_ring_dense_* runs a chunk of iterations in one launch, each thread block (here a
+    CPU thread of its own) keeping its W rows and waiting only for its ring neighbour's H
+    block: the C sampler's chain, bit for bit (the same operations in the same order), over
+    10 iterations in chunks of 4, 4 and 2 iterations per launch."""
+    cpu, cuda, device = chains_on_the_host(shim, False, beta, prior, check_every=4, strategy="ring",
+                                           n_blocks=n_blocks)
+    steps = 1e-3 / np.arange(1, 11) ** 0.51
+    cpu.run(steps)
+    cuda.run(steps)
+    W_c, Ht_c, t_c = cpu.get_state()
+    W_g, Ht_g, t_g = cuda.get_state()
+    assert t_g == t_c == 10
+    assert np.array_equal(W_g, W_c) and np.array_equal(Ht_g, Ht_c)
+    assert device.launched == ["psgld_ring_dense"] * 3
+
+
+def test_ring_kernel_and_launches_give_the_same_chain(shim):
+    """The two strategies of CudaPSGLDChain on one dense problem: the same chain (the launch
+    path's dense G comes from NumPy in the shim, hence rounding)."""
+    _, ring, _ = chains_on_the_host(shim, False, 2.0, "gaussian", strategy="ring")
+    _, launches, _ = chains_on_the_host(shim, False, 2.0, "gaussian", strategy="launches")
+    steps = 1e-3 / np.arange(1, 8) ** 0.51
+    ring.run(steps)
+    launches.run(steps)
+    for a, b in zip(ring.get_state()[:2], launches.get_state()[:2]):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_ring_strategy_is_chosen_only_where_it_applies(shim):
+    data, model, noise_seed, _, _, _ = host_problem(False, 1.0, "exponential")
+    sampler = pymf.PSGLD(blocks=data.n_blocks)
+
+    def chain(data=data, model=model, multiprocessors=132, strategy="auto"):
+        return gpu.CudaPSGLDChain(data, model, sampler, noise_seed,
+                                  device=HostShimDevice(shim, multiprocessors), strategy=strategy)
+
+    assert chain().strategy == "ring"
+    assert chain(strategy="launches").strategy == "launches"
+    sparse = host_problem(True, 1.0, "exponential")[0]
+    assert chain(sparse).strategy == "launches"
+    with pytest.raises(ValueError, match="dense data only"):
+        chain(sparse, strategy="ring")
+    assert chain(multiprocessors=2).strategy == "launches"
+    with pytest.raises(ValueError, match="3 blocks cannot all be resident on 2"):
+        chain(multiprocessors=2, strategy="ring")
+    wide = pymf.TweedieNMF(400, beta=1.0)  # W_b twice and H_c: 400 * 29 doubles > 48 KB
+    assert chain(model=wide).strategy == "launches"
+    with pytest.raises(ValueError, match="bytes of shared memory"):
+        chain(model=wide, strategy="ring")
+    with pytest.raises(ValueError, match="strategy must be"):
+        chain(strategy="threads")
+
+
+def test_ring_kernel_without_a_resident_block_raises_and_keeps_the_state(shim):
+    """A thread block that never runs (never made resident) must not hang the others: they
+    give up after spin_limit polls, and the chain raises with its state before the chunk."""
+    _, cuda, device = chains_on_the_host(shim, False, 1.0, "exponential", strategy="ring")
+    steps = np.full(6, 1e-4)
+    cuda.run(steps[:2])
+    W0, Ht0, t0 = cuda.get_state()
+    device.absent_block = 0
+    cuda.ring_spin_limit = 20_000
+    with pytest.raises(RuntimeError, match="waited in vain"):
+        cuda.run(steps)
+    W1, Ht1, t1 = cuda.get_state()
+    assert t1 == t0 and np.array_equal(W1, W0) and np.array_equal(Ht1, Ht0)
+    device.absent_block = -1
+    cuda.run(steps[:1])
+    assert cuda.iteration == t0 + 1
 
 
 def test_cuda_backend_is_registered_and_refuses_without_gpu():
@@ -308,6 +398,27 @@ def test_gpu_chain_follows_cpu_chain(sparse):
                         n_samples=10, seed=2) for backend in ("cpu", "cuda")]
     np.testing.assert_allclose(runs[1].W_samples, runs[0].W_samples, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(runs[1].H_samples, runs[0].H_samples, rtol=1e-9, atol=1e-12)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype, tolerance", [(np.float64, 1e-9), (np.float32, 1e-3)])
+def test_gpu_ring_kernel_follows_cpu_chain_on_many_blocks(dtype, tolerance):
+    """The ring kernel's waits on the GPU's memory model (L2 loads, fences, counters): with 32
+    thread blocks over 500 iterations in chunks of 100, any H block read before its neighbour
+    published it would make the chain leave the C sampler's."""
+    V, _, _ = pymf.datasets.make_tweedie_nmf(256, 224, 8, seed=3)
+    model = pymf.TweedieNMF(8)
+    data = _blocks.BlockedData.from_dense(V, 32)
+    cpu = _sgld.LangevinChain(data, "psgld", 8, 1.0, 1.0, "exponential", 1.0, 1.0, 77, 1)
+    ring = gpu.CudaPSGLDChain(data, model, pymf.PSGLD(blocks=32), 77, dtype=dtype,
+                              check_every=100, strategy="ring")
+    rng = np.random.default_rng(5)
+    W0, Ht0 = rng.uniform(0.3, 1.0, (256, 8)), rng.uniform(0.3, 1.0, (224, 8))
+    for chain in (cpu, ring):
+        chain.set_state(W0, Ht0, 0)
+        chain.run(np.full(500, 1e-5))
+    for a, b in zip(ring.get_state()[:2], cpu.get_state()[:2]):
+        np.testing.assert_allclose(a, b, rtol=tolerance, atol=tolerance * 1e-2)
 
 
 @needs_gpu
