@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
 """PSGLD on the GPU (cuda/psgld.cu through pymf.gpu) against the CPU, in the same run.
 
-Poisson-NMF, I = J = 1024, K = 32, B = 32, T = 10,000 (the foundation's benchmark), float64
-and float32 on the GPU, float64 with OpenMP on the CPU. Also prints the memory-bandwidth
-bound of one iteration: the bytes it must move (the part's V entries once, W and H^T read
-and written once, the gradient factors written and read once) over the device's bandwidth
-(--bandwidth-gbs, default 3350 GB/s: an H100 SXM's HBM3). Prints JSON and a table. Without a
-usable GPU it says why and measures the CPU only.
+Poisson-NMF, I = J = 1024, K = 32, B = 32, T = 10,000 (the foundation's benchmark): float64
+with OpenMP on the CPU; float64 and float32 on the GPU with both strategies of
+CudaPSGLDChain ("ring": a chunk of --check-every iterations per launch; "launches": two
+kernel launches per iteration). Each figure is the median of --repeats runs.
+
+Also prints the memory-bandwidth bound of one iteration over the device's bandwidth
+(--bandwidth-gbs, default 3350 GB/s: an H100 SXM's HBM3) for two byte counts:
+  launches: the part's V entries read once, W and H^T read and written once, the gradient
+            factors G written and read once;
+  ring:     the part's V entries and H^T read and written once (W_b and G stay in shared
+            memory; W is read and written once per launch, amortised away).
+Prints JSON and a table. Without a usable GPU it says why and measures the CPU only.
 """
 import argparse
 import json
@@ -16,7 +22,17 @@ import time
 import numpy as np
 
 import pymf
+import pymf.cli
 from pymf import _blocks, gpu
+
+THREADS = pymf.cli.info()["openmp_threads"]
+
+
+def bytes_per_iteration(I, J, K, B, size, strategy):
+    part = I * J / B
+    if strategy == "ring":
+        return part * size + 2 * J * K * size
+    return part * size + 2 * (I + J) * K * size + 2 * part * size
 
 
 def main():
@@ -25,60 +41,73 @@ def main():
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--rank", type=int, default=32)
     parser.add_argument("--samples", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--check-every", type=int, default=1000,
+                        help="GPU iterations queued between reads of the divergence flags")
     parser.add_argument("--bandwidth-gbs", type=float, default=3350.0)
     args = parser.parse_args()
     I = J = args.size
-    K, B, T = args.rank, args.size // 32, args.samples
+    K, B, T = args.rank, max(args.size // 32, 1), args.samples
     V, _, _ = pymf.datasets.make_tweedie_nmf(I, J, K, seed=0)
     model = pymf.TweedieNMF(K)
     step = pymf.PolynomialDecay(1e-4 * (256 / I) ** 2, 0.51)
-    rows = []
+    data = _blocks.BlockedData.from_dense(V, B)
+    steps = step(np.arange(1, T + 1))
+    rng = np.random.default_rng(1)
+    scale = np.sqrt(V.mean() / K)
+    W0 = rng.uniform(0.5, 1.5, (I, K)) * scale
+    Ht0 = rng.uniform(0.5, 1.5, (J, K)) * scale
 
-    def timed(backend, dtype=np.float64):
-        data = _blocks.BlockedData.from_dense(V, B)
-        rng = np.random.default_rng(1)
-        scale = np.sqrt(V.mean() / K)
-        W0 = rng.uniform(0.5, 1.5, (I, K)) * scale
-        Ht0 = rng.uniform(0.5, 1.5, (J, K)) * scale
+    def timed(backend, dtype=np.float64, strategy=None):
+        """Median seconds for the T iterations over the repeats, and the last run's loglik."""
         sampler = pymf.PSGLD(blocks=B, step_size=step, backend=backend)
         if backend == "cuda":
-            chain = gpu.CudaPSGLDChain(data, model, sampler, 12345, dtype=dtype)
+            chain = gpu.CudaPSGLDChain(data, model, sampler, 12345, dtype=dtype,
+                                       check_every=args.check_every, strategy=strategy)
         else:
             chain = sampler.make_chain(data, model, 12345, 678, 0)
-        chain.set_state(W0, Ht0, 0)
-        steps = step(np.arange(1, T + 1))
-        chain.run(steps[:10])  # warm-up (kernel compilation, caches)
-        started = time.perf_counter()
-        chain.run(steps[10:])
-        if backend == "cuda":
-            chain.get_state()  # waits for the device
-        seconds = (time.perf_counter() - started) * T / (T - 10)
-        return seconds, chain.loglik()
+        seconds = []
+        for _ in range(args.repeats):
+            chain.set_state(W0, Ht0, 0)
+            chain.run(steps[:10])  # warm-up (kernel compilation, caches)
+            started = time.perf_counter()
+            chain.run(steps[10:])
+            if backend == "cuda":
+                chain.get_state()  # waits for the device
+            seconds.append((time.perf_counter() - started) * T / (T - 10))
+        return float(np.median(seconds)), chain.loglik()
 
+    rows = []
     cpu_seconds, cpu_loglik = timed("cpu")
-    rows.append({"backend": "cpu (OpenMP)", "dtype": "float64", "seconds_per_10K": cpu_seconds * 1e4 / T,
-                 "loglik": cpu_loglik})
+    rows.append({"backend": "cpu", "strategy": f"OpenMP x{THREADS}", "dtype": "float64",
+                 "seconds_per_10K": cpu_seconds * 1e4 / T, "loglik": cpu_loglik})
     state = gpu.available()
-    for dtype, size in ((np.float64, 8), (np.float32, 4)):
-        moved = (I * J / B) * size + 2 * (I + J) * K * size + 2 * (I * J / B) * size
-        bound = moved / (args.bandwidth_gbs * 1e9)
-        if state is True:
-            seconds, loglik = timed("cuda", dtype)
-            rows.append({"backend": "cuda", "dtype": np.dtype(dtype).name,
-                         "seconds_per_10K": seconds * 1e4 / T, "loglik": loglik,
-                         "bytes_per_iteration": int(moved), "bound_seconds_per_iteration": bound,
-                         "seconds_per_iteration": seconds / T, "times_the_bound": seconds / T / bound,
-                         "speedup_vs_cpu": cpu_seconds / seconds})
-        else:
-            rows.append({"backend": "cuda", "dtype": np.dtype(dtype).name, "unavailable": state,
-                         "bytes_per_iteration": int(moved), "bound_seconds_per_iteration": bound})
+    for dtype in (np.float64, np.float32):
+        size = np.dtype(dtype).itemsize
+        for strategy in ("ring", "launches"):
+            moved = bytes_per_iteration(I, J, K, B, size, strategy)
+            bound = moved / (args.bandwidth_gbs * 1e9)
+            row = {"backend": "cuda", "strategy": strategy, "dtype": np.dtype(dtype).name,
+                   "bytes_per_iteration": int(moved), "bound_seconds_per_iteration": bound}
+            if state is True:
+                seconds, loglik = timed("cuda", dtype, strategy)
+                row.update(seconds_per_10K=seconds * 1e4 / T, loglik=loglik,
+                           seconds_per_iteration=seconds / T, times_the_bound=seconds / T / bound,
+                           speedup_vs_cpu=cpu_seconds / seconds)
+            else:
+                row["unavailable"] = state
+            rows.append(row)
     print(json.dumps({"benchmark": "psgld_gpu", "I": I, "J": J, "K": K, "B": B, "T": T,
-                      "cpu_count": os.cpu_count(), "loader": gpu.loader(), "results": rows},
-                     indent=2))
-    print(f"\n{'backend':>14} {'dtype':>8} {'s/10K':>8} {'bound s/it':>11} {'x bound':>8}")
+                      "repeats": args.repeats, "check_every": args.check_every,
+                      "cpu_count": os.cpu_count(), "threads": THREADS,
+                      "loader": gpu.loader(), "results": rows}, indent=2))
+    nan = float("nan")
+    print(f"\n{'backend':>8} {'strategy':>10} {'dtype':>8} {'s/10K':>8} {'bound s/it':>11} "
+          f"{'x bound':>8} {'x CPU':>7}")
     for r in rows:
-        print(f"{r['backend']:>14} {r['dtype']:>8} {r.get('seconds_per_10K', float('nan')):>8.3f} "
-              f"{r.get('bound_seconds_per_iteration', float('nan')):>11.2e} {r.get('times_the_bound', float('nan')):>8.1f}")
+        print(f"{r['backend']:>8} {r['strategy']:>10} {r['dtype']:>8} "
+              f"{r.get('seconds_per_10K', nan):>8.3f} {r.get('bound_seconds_per_iteration', nan):>11.2e} "
+              f"{r.get('times_the_bound', nan):>8.1f} {r.get('speedup_vs_cpu', nan):>7.1f}")
 
 
 if __name__ == "__main__":

@@ -400,24 +400,33 @@ def test_gpu_chain_follows_cpu_chain(sparse):
     np.testing.assert_allclose(runs[1].H_samples, runs[0].H_samples, rtol=1e-9, atol=1e-12)
 
 
-@needs_gpu
-@pytest.mark.parametrize("dtype, tolerance", [(np.float64, 1e-9), (np.float32, 1e-3)])
-def test_gpu_ring_kernel_follows_cpu_chain_on_many_blocks(dtype, tolerance):
-    """The ring kernel's waits on the GPU's memory model (L2 loads, fences, counters): with 32
-    thread blocks over 500 iterations in chunks of 100, any H block read before its neighbour
-    published it would make the chain leave the C sampler's."""
+def ring_and_c_sampler_on_many_blocks(device, dtype):
+    """The final states of the C sampler and of the ring kernel after 500 iterations of a
+    256 x 224 problem on 32 blocks, in launches of 100 iterations: any H block read before its
+    ring neighbour published it would make the two chains part."""
     V, _, _ = pymf.datasets.make_tweedie_nmf(256, 224, 8, seed=3)
-    model = pymf.TweedieNMF(8)
     data = _blocks.BlockedData.from_dense(V, 32)
     cpu = _sgld.LangevinChain(data, "psgld", 8, 1.0, 1.0, "exponential", 1.0, 1.0, 77, 1)
-    ring = gpu.CudaPSGLDChain(data, model, pymf.PSGLD(blocks=32), 77, dtype=dtype,
-                              check_every=100, strategy="ring")
+    ring = gpu.CudaPSGLDChain(data, pymf.TweedieNMF(8), pymf.PSGLD(blocks=32), 77, dtype=dtype,
+                              device=device, check_every=100, strategy="ring")
     rng = np.random.default_rng(5)
     W0, Ht0 = rng.uniform(0.3, 1.0, (256, 8)), rng.uniform(0.3, 1.0, (224, 8))
     for chain in (cpu, ring):
         chain.set_state(W0, Ht0, 0)
         chain.run(np.full(500, 1e-5))
-    for a, b in zip(ring.get_state()[:2], cpu.get_state()[:2]):
+    return ring.get_state()[:2], cpu.get_state()[:2]
+
+
+def test_ring_kernel_on_host_shim_with_32_concurrent_blocks(shim):
+    (W_g, Ht_g), (W_c, Ht_c) = ring_and_c_sampler_on_many_blocks(HostShimDevice(shim), np.float64)
+    assert np.array_equal(W_g, W_c) and np.array_equal(Ht_g, Ht_c)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype, tolerance", [(np.float64, 1e-9), (np.float32, 1e-3)])
+def test_gpu_ring_kernel_follows_cpu_chain_on_many_blocks(dtype, tolerance):
+    """The ring kernel's waits under the GPU's memory model (L2 loads, fences, counters)."""
+    for a, b in zip(*ring_and_c_sampler_on_many_blocks(None, dtype)):
         np.testing.assert_allclose(a, b, rtol=tolerance, atol=tolerance * 1e-2)
 
 
