@@ -17,6 +17,8 @@
  *      column's reads G transposed (dense) or through the block's column-major permutation
  *      (sparse); then prior, Philox noise, mirroring. No atomics anywhere but the divergence
  *      flag. Two launches per iteration: the updates need every G of the part.
+ * Or, where the blocks fit in shared memory, a chunk of iterations in one launch
+ * (psgld_ring_dense_*, psgld_ring_sparse_*, section 3): the same maths per iteration.
  * Kernels are templated on the real type and exported as extern "C" *_f32 / *_f64.
  */
 #include "pymf/common.h"
@@ -184,10 +186,10 @@ __device__ void update_rows(long long idx, T *X_next, const T *X, const T *Y, co
         X_next[r * rank + 4 * group + lane] = (T)x[lane];
 }
 
-/* ---- 3. many iterations in one launch: the ring kernel (dense V, small blocks) --------
+/* ---- 3. many iterations in one launch: the ring kernels (blocks in shared memory) -------
  *
  * Launches cost microseconds, the work of one iteration on small blocks less than that, so
- * psgld_ring_dense_* runs a whole chunk of iterations in one launch. Thread block b owns grid
+ * psgld_ring_*_* run a whole chunk of iterations in one launch. Thread block b owns grid
  * row b: W_b stays in shared memory for the launch; at iteration t it meets H's column block
  * c = (b + part) mod B. Within a part the blocks are disjoint, and H_c was last moved at t - 1
  * by thread block b + 1 (mod B): the ring of the MPI path. So b waits for one neighbour's
@@ -256,14 +258,109 @@ __device__ __forceinline__ bool ring_wait(const int *counter, int needed, long l
     return result;
 }
 
-template <typename T>
-__device__ void ring_dense(const T *V, T *W, T *Ht, const long long *row_start,
-                           const long long *col_start, int n_blocks, long long n_cols, int rank,
-                           long long max_height, long long max_width, T beta,
-                           const double *coef_of_part, const double *eps, int n_iter,
-                           unsigned long long t0, double lam_w, double lam_h, int exponential,
-                           unsigned long long seed, int *progress, long long spin_limit,
-                           int *diverged, int *stalled)
+/* The block (b, c) a ring thread block meets, as the ring loop sees it: its entries (for G),
+ * and for each W row / H column the range of its terms (first, count) and each term's G slot
+ * and partner (the H column or W row inside the block). */
+template <typename T> struct RingDenseBlock {
+    const T *V;
+    long long n_cols, r0, c0;
+    int height, width;
+    __device__ void select(int b, int c, long long row0, long long col0, int h, int w)
+    {
+        r0 = row0, c0 = col0, height = h, width = w;
+    }
+    __device__ int n_entries() const { return height * width; }
+    __device__ void entry(int x, int *ii, int *jj, double *v) const
+    {
+        *ii = x / width;
+        *jj = x % width;
+        *v = (double)V[(r0 + *ii) * n_cols + c0 + *jj];
+    }
+    __device__ int w_terms(int r, int *first) const { return *first = 0, width; }
+    __device__ int h_terms(int col, int *first) const { return *first = 0, height; }
+    __device__ void w_term(int r, int m, int *g, int *partner) const
+    {
+        *g = r * width + m;
+        *partner = m;
+    }
+    __device__ void h_term(int col, int m, int *g, int *partner) const
+    {
+        *g = m * width + col;
+        *partner = m;
+    }
+};
+
+/* Sparse: the block's entries lo..hi-1 sorted by row (BlockedData's order) and, through
+ * by_column, by column; a row's or a column's range is found by binary search. The terms
+ * come in the update kernel's order, so both strategies do the same sums. */
+template <typename T> struct RingSparseBlock {
+    const int *rows, *cols;
+    const T *vals;
+    const long long *by_column;
+    long long r0, c0, lo;
+    int height, width, n;
+    const long long *block_offsets; /* B * B + 1: block (b, c)'s entries start at [b * B + c] */
+    int n_blocks;
+    __device__ void select(int b, int c, long long row0, long long col0, int h, int w)
+    {
+        r0 = row0, c0 = col0, height = h, width = w;
+        lo = block_offsets[(long long)b * n_blocks + c];
+        n = (int)(block_offsets[(long long)b * n_blocks + c + 1] - lo);
+    }
+    __device__ int n_entries() const { return n; }
+    __device__ void entry(int x, int *ii, int *jj, double *v) const
+    {
+        *ii = rows[lo + x] - (int)r0;
+        *jj = cols[lo + x] - (int)c0;
+        *v = (double)vals[lo + x];
+    }
+    /* first m in [0, n) with key(m) >= target */
+    template <typename Key> __device__ int lower_bound(Key key, int target) const
+    {
+        int low = 0, high = n;
+        while (low < high) {
+            const int mid = (low + high) / 2;
+            if (key(mid) < target)
+                low = mid + 1;
+            else
+                high = mid;
+        }
+        return low;
+    }
+    __device__ int w_terms(int r, int *first) const
+    {
+        auto row = [this](int m) { return rows[lo + m]; };
+        *first = lower_bound(row, (int)r0 + r);
+        return lower_bound(row, (int)r0 + r + 1) - *first;
+    }
+    __device__ int h_terms(int col, int *first) const
+    {
+        auto column = [this](int m) { return cols[by_column[lo + m]]; };
+        *first = lower_bound(column, (int)c0 + col);
+        return lower_bound(column, (int)c0 + col + 1) - *first;
+    }
+    __device__ void w_term(int r, int m, int *g, int *partner) const
+    {
+        *g = m;
+        *partner = cols[lo + m] - (int)c0;
+    }
+    __device__ void h_term(int col, int m, int *g, int *partner) const
+    {
+        const long long e = by_column[lo + m];
+        *g = (int)(e - lo);
+        *partner = rows[e] - (int)r0;
+    }
+};
+
+/* The ring loop; `block.select(b, c)` points the policy at block (b, c). */
+template <typename T, typename Block>
+__device__ void ring_iterations(Block block, T *W, T *Ht, const long long *row_start,
+                                const long long *col_start, int n_blocks, int rank,
+                                long long max_height, long long max_width, T beta,
+                                const double *coef_of_part, const double *eps, int n_iter,
+                                unsigned long long t0, double lam_w, double lam_h,
+                                int exponential, unsigned long long seed, int *progress,
+                                long long spin_limit, int *diverged, int *stalled)
 {
     const int b = blockIdx.x;
     const int neighbour = (b + 1) % n_blocks;
@@ -285,44 +382,50 @@ __device__ void ring_dense(const T *V, T *W, T *Ht, const long long *row_start,
         const int c = (b + part) % n_blocks;
         const long long c0 = col_start[c];
         const int width = (int)(col_start[c + 1] - c0);
+        block.select(b, c, r0, c0, height, width);
         if (i > 0 && !ring_wait(&progress[neighbour], i, spin_limit, stalled))
             break; /* W_b goes back as it was after iteration i - 1 */
         for (int x = threadIdx.x; x < width * rank; x += blockDim.x)
             H_s[(x / rank) * ld + x % rank] = ring_load(&Ht[c0 * rank + x]);
         __syncthreads();
         const double coef = coef_of_part[part];
-        for (int x = threadIdx.x; x < height * width; x += blockDim.x) {
-            const int ii = x / width, jj = x % width;
+        for (int x = threadIdx.x; x < block.n_entries(); x += blockDim.x) {
+            int ii, jj;
+            double v;
+            block.entry(x, &ii, &jj, &v);
             const T mu = entry_dot(W_now + ii * ld, H_s + jj * ld, rank);
             const double floored = pymf_tweedie_floor_mu((double)mu, (double)beta);
-            const double g = pymf_tweedie_dlogp_dmu_floored(
-                (double)V[(r0 + ii) * n_cols + c0 + jj], floored, (double)beta, 1.0);
-            G_s[x] = (T)(coef * g);
+            G_s[x] = (T)(coef * pymf_tweedie_dlogp_dmu_floored(v, floored, (double)beta, 1.0));
         }
         __syncthreads();
         /* the Langevin move, as update_rows: one item per (row of W_b or of H_c^T, 4 factors) */
-        const double step = eps[i];
         for (int x = threadIdx.x; x < (height + width) * groups; x += blockDim.x) {
             const bool is_w = x < height * groups;
             const int item = is_w ? x : x - height * groups;
             const int r = item / groups, group = item % groups;
-            const int n_terms = is_w ? width : height;
             const T *partners = is_w ? H_s : W_now;
             const T *own = is_w ? W_now : H_s;
+            int first;
+            const int count = is_w ? block.w_terms(r, &first) : block.h_terms(r, &first);
             double grad[4] = {0.0, 0.0, 0.0, 0.0};
-            for (int q = 0; q < n_terms; ++q) {
-                const double g = (double)G_s[is_w ? r * width + q : q * width + r];
+            for (int m = first; m < first + count; ++m) {
+                int g_slot, partner;
+                if (is_w)
+                    block.w_term(r, m, &g_slot, &partner);
+                else
+                    block.h_term(r, m, &g_slot, &partner);
+                const double g = (double)G_s[g_slot];
                 for (int lane = 0; lane < 4; ++lane) {
                     const int k = 4 * group + lane;
                     if (k < rank)
-                        grad[lane] += g * (double)partners[q * ld + k];
+                        grad[lane] += g * (double)partners[partner * ld + k];
                 }
             }
             const int n = min(4, rank - 4 * group);
             double x0[4], value[4];
             for (int lane = 0; lane < n; ++lane)
                 x0[lane] = (double)own[r * ld + 4 * group + lane];
-            if (!langevin_move4(x0, grad, n, step, is_w ? lam_w : lam_h, exponential, seed,
+            if (!langevin_move4(x0, grad, n, eps[i], is_w ? lam_w : lam_h, exponential, seed,
                                 is_w ? PYMF_STREAM_W : PYMF_STREAM_H, t,
                                 (unsigned int)(is_w ? r0 + r : c0 + r), (unsigned int)group, value))
                 atomicOr(&diverged[i], 1);
@@ -343,16 +446,21 @@ __device__ void ring_dense(const T *V, T *W, T *Ht, const long long *row_start,
         W[r0 * rank + x] = W_now[(x / rank) * ld + x % rank];
 }
 
-#define PYMF_RING_DENSE_PARAMS(T)                                                                \
-    const T *V, T *W, T *Ht, const long long *row_start, const long long *col_start,             \
-        int n_blocks, long long n_cols, int rank, long long max_height, long long max_width,     \
-        T beta, const double *coef_of_part, const double *eps, int n_iter,                       \
-        unsigned long long t0, double lam_w, double lam_h, int exponential,                      \
-        unsigned long long seed, int *progress, long long spin_limit, int *diverged, int *stalled
-#define PYMF_RING_DENSE_ARGS                                                                     \
-    V, W, Ht, row_start, col_start, n_blocks, n_cols, rank, max_height, max_width, beta,         \
-        coef_of_part, eps, n_iter, t0, lam_w, lam_h, exponential, seed, progress, spin_limit,    \
-        diverged, stalled
+/* The ring kernels' common parameters (after their data), and the same names as arguments
+ * (forwarded by the kernels and by the CPU shim of tests/cuda_shim.cpp). */
+#define PYMF_RING_PARAMS(T)                                                                      \
+    T *W, T *Ht, const long long *row_start, const long long *col_start, int n_blocks, int rank, \
+        long long max_height, long long max_width, T beta, const double *coef_of_part,          \
+        const double *eps, int n_iter, unsigned long long t0, double lam_w, double lam_h,       \
+        int exponential, unsigned long long seed, int *progress, long long spin_limit,          \
+        int *diverged, int *stalled
+#define PYMF_RING_ARGS                                                                           \
+    W, Ht, row_start, col_start, n_blocks, rank, max_height, max_width, beta, coef_of_part, eps, \
+        n_iter, t0, lam_w, lam_h, exponential, seed, progress, spin_limit, diverged, stalled
+#define PYMF_RING_DENSE_DATA(T) const T *V, long long n_cols
+#define PYMF_RING_SPARSE_DATA(T)                                                                 \
+    const int *rows, const int *cols, const T *vals, const long long *by_column,                \
+        const long long *block_offsets
 
 /* ---- exported entry points -------------------------------------------------------------- */
 
@@ -400,9 +508,17 @@ __device__ void ring_dense(const T *V, T *W, T *Ht, const long long *row_start,
                            seed, PYMF_STREAM_H, t, diverged);                                   \
     }                                                                                           \
     extern "C" __global__ void __launch_bounds__(PYMF_RING_THREADS)                             \
-        psgld_ring_dense_##SUFFIX(PYMF_RING_DENSE_PARAMS(T))                                    \
+        psgld_ring_dense_##SUFFIX(PYMF_RING_DENSE_DATA(T), PYMF_RING_PARAMS(T))                 \
     {                                                                                           \
-        ring_dense<T>(PYMF_RING_DENSE_ARGS);                                                    \
+        RingDenseBlock<T> block = {V, n_cols, 0, 0, 0, 0};                                      \
+        ring_iterations<T>(block, PYMF_RING_ARGS);                                              \
+    }                                                                                           \
+    extern "C" __global__ void __launch_bounds__(PYMF_RING_THREADS)                             \
+        psgld_ring_sparse_##SUFFIX(PYMF_RING_SPARSE_DATA(T), PYMF_RING_PARAMS(T))               \
+    {                                                                                           \
+        RingSparseBlock<T> block = {rows, cols, vals, by_column, 0, 0, 0, 0, 0, 0,              \
+                                    block_offsets, n_blocks};                                   \
+        ring_iterations<T>(block, PYMF_RING_ARGS);                                              \
     }
 
 PYMF_EXPORT_KERNELS(float, f32)

@@ -23,7 +23,7 @@ import os
 import numpy as np
 
 KERNEL_NAMES = ("psgld_factors_dense", "psgld_factors_sparse", "psgld_update_factors",
-                "psgld_ring_dense")
+                "psgld_ring_dense", "psgld_ring_sparse")
 RING_THREADS = 256  # PYMF_RING_THREADS in cuda/psgld.cu (its __launch_bounds__)
 RING_SHARED_LIMIT = 48 * 1024  # dynamic shared memory a launch gets without opting in
 
@@ -174,6 +174,18 @@ def include_dir():
     return os.path.join(os.path.dirname(kernel_dir()), "core", "include")
 
 
+def sparse_block_order(data):
+    """For sparse BlockedData (entries grouped by block (b, c), row-major inside a block):
+    offsets (B * B + 1, block (b, c) starts at offsets[b * B + c]) and by_column, the entry
+    ids of each block in column-major order (rows ascending inside a column)."""
+    rows, cols, _ = data.sparse_entries()
+    offsets = np.concatenate([[0], np.cumsum(data.block_sizes().ravel())]).astype(np.int64)
+    by_column = np.arange(len(rows), dtype=np.int64)
+    for lo, hi in zip(offsets[:-1], offsets[1:]):
+        by_column[lo:hi] = lo + np.lexsort((rows[lo:hi], cols[lo:hi]))
+    return offsets, by_column
+
+
 def part_layout(data, part):
     """Index arrays of part `part` of a BlockedData for the update kernel (grid order).
 
@@ -208,9 +220,7 @@ def part_layout(data, part):
                    h_first=h_first, h_count=h_count, h_offset=h_offset, h_stride=max_width)
         return out
     rows, cols, _ = data.sparse_entries()
-    sizes = data.block_sizes()
-    offsets = np.concatenate([[0], np.cumsum(sizes.ravel())])
-    by_column = np.arange(len(rows), dtype=np.int64)
+    offsets, by_column = sparse_block_order(data)
     entries = []
     for b in range(B):
         c = (b + part) % B
@@ -224,10 +234,8 @@ def part_layout(data, part):
         w_first[local_rows] = lo + starts
         w_count[local_rows] = ends - starts
         # H: the block's entries in column-major order (rows ascending inside a column)
-        order = np.lexsort((block_rows, block_cols))
-        by_column[lo:hi] = lo + order
         local_cols = np.arange(col_start[c], col_start[c + 1])
-        sorted_cols = block_cols[order]
+        sorted_cols = cols[by_column[lo:hi]]
         starts = np.searchsorted(sorted_cols, local_cols, side="left")
         ends = np.searchsorted(sorted_cols, local_cols, side="right")
         h_first[local_cols] = lo + starts
@@ -270,10 +278,11 @@ class CudaPSGLDChain:
     check_every: iterations queued between two reads of the divergence flags.
     strategy: how an iteration reaches the GPU, the chain being the same either way:
       "launches": two kernel launches per iteration (any data, any block size);
-      "ring":     one launch per chunk of check_every iterations (psgld_ring_dense_*), thread
-                  block b keeping W_b in shared memory and waiting only for its ring
-                  neighbour; dense data whose blocks fit in 48 KB of shared memory, B at most
-                  the device's multiprocessors (all blocks must be resident at once);
+      "ring":     one launch per chunk of check_every iterations (psgld_ring_dense_* or
+                  psgld_ring_sparse_*), thread block b keeping W_b in shared memory and
+                  waiting only for its ring neighbour; blocks that fit in 48 KB of shared
+                  memory, B at most the device's multiprocessors (all blocks must be
+                  resident at once);
       "auto":     "ring" where it applies, else "launches"."""
 
     ring_spin_limit = 1 << 26  # polls of a neighbour's counter before a ring block gives up
@@ -292,7 +301,7 @@ class CudaPSGLDChain:
             kernels = device.kernels("f64" if dtype == np.float64 else "f32")
             self.factors = kernels["psgld_factors_dense" if data.is_dense else "psgld_factors_sparse"]
             self.update = kernels["psgld_update_factors"]
-            self.ring = kernels["psgld_ring_dense"]
+            self.ring = kernels["psgld_ring_dense" if data.is_dense else "psgld_ring_sparse"]
             self.dtype, self.data, self.model = dtype, data, model
             self.rank, self.noise_seed, self.t = model.rank, noise_seed, 0
             self.B = data.n_blocks
@@ -301,11 +310,11 @@ class CudaPSGLDChain:
             n_rows, n_cols = data.shape
             self.max_width = self.layouts[0]["max_width"]
             self.max_height = int(np.max(np.diff(data.row_start)))
+            self.row_start = device.to_device(data.row_start.astype(np.int64))
+            self.col_start = device.to_device(data.col_start.astype(np.int64))
             if data.is_dense:
                 self.V = device.to_device(data.dense_values().astype(dtype))
                 self.G = device.zeros(n_rows * self.max_width, dtype)
-                self.row_start = device.to_device(data.row_start.astype(np.int64))
-                self.col_start = device.to_device(data.col_start.astype(np.int64))
             else:
                 rows, cols, vals = data.sparse_entries()
                 self.rows = device.to_device(rows.astype(np.int32))
@@ -321,14 +330,21 @@ class CudaPSGLDChain:
             if self.strategy == "ring":
                 coef = [data.n_observed / size / model.phi if size else 0.0 for size in self.part_sizes]
                 self.coef_of_part = device.to_device(np.asarray(coef, np.float64))
+                if data.is_dense:
+                    self.ring_data = (self.V, np.int64(n_cols))
+                else:
+                    offsets, by_column = sparse_block_order(data)
+                    self.ring_data = (self.rows, self.cols, self.vals, device.to_device(by_column),
+                                      device.to_device(offsets))
                 self.progress = device.zeros(self.B, np.int32)
                 self.stalled = device.zeros(1, np.int32)
 
     def ring_shared_bytes(self):
         """Shared memory of one ring thread block: W_b twice (now, next), H_c (rows padded to
-        rank + 1 against bank conflicts), and G_bc."""
+        rank + 1 against bank conflicts), and G of the block's entries."""
         h, w, ld = self.max_height, self.max_width, self.rank + 1
-        return (2 * h * ld + w * ld + h * w) * np.dtype(self.dtype).itemsize
+        entries = h * w if self.data.is_dense else int(np.max(self.data.block_sizes()))
+        return (2 * h * ld + w * ld + entries) * np.dtype(self.dtype).itemsize
 
     def _choose_strategy(self, strategy):
         if strategy not in ("auto", "ring", "launches"):
@@ -336,9 +352,7 @@ class CudaPSGLDChain:
         if strategy == "launches":
             return strategy
         why_not = None
-        if not self.data.is_dense:
-            why_not = "the ring kernel runs dense data only"
-        elif self.ring_shared_bytes() > RING_SHARED_LIMIT:
+        if self.ring_shared_bytes() > RING_SHARED_LIMIT:
             why_not = (f"a block needs {self.ring_shared_bytes()} bytes of shared memory, over "
                        f"{RING_SHARED_LIMIT}: use more blocks or a lower rank")
         elif self.B > self.device.multiprocessors:
@@ -418,11 +432,11 @@ class CudaPSGLDChain:
             for i, eps in enumerate(steps):
                 self._iterate(eps, self.flags[i:i + 1])
             return
-        device, n_rows, n_cols = self.device, *self.data.shape
+        device = self.device
         self.progress.fill(0)
         device.launch(self.ring, (self.B, 1, 1), (RING_THREADS, 1, 1), (
-            self.V, self.W, self.Ht, self.row_start, self.col_start, np.int32(self.B),
-            np.int64(n_cols), np.int32(self.rank), np.int64(self.max_height),
+            *self.ring_data, self.W, self.Ht, self.row_start, self.col_start, np.int32(self.B),
+            np.int32(self.rank), np.int64(self.max_height),
             np.int64(self.max_width), self.dtype(self.model.beta), self.coef_of_part,
             device.to_device(np.asarray(steps, np.float64)), np.int32(len(steps)),
             np.uint64(self.t), np.float64(self.model.lam_w), np.float64(self.model.lam_h),

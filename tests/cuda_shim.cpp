@@ -114,11 +114,24 @@ static void launch_concurrent_blocks(unsigned grid_x, size_t shared_bytes, int a
     }                                                                                            \
     extern "C" void shim_launch_ring_dense_##SUFFIX(unsigned grid_x, unsigned block_x,           \
                                                     size_t shared_bytes, int absent,             \
-                                                    PYMF_RING_DENSE_PARAMS(T))                   \
+                                                    PYMF_RING_DENSE_DATA(T),                     \
+                                                    PYMF_RING_PARAMS(T))                         \
     {                                                                                            \
         (void)block_x; /* one thread per block here: the kernel's loops are block-strided */     \
-        launch_concurrent_blocks(grid_x, shared_bytes, absent,                                   \
-                                 [=] { psgld_ring_dense_##SUFFIX(PYMF_RING_DENSE_ARGS); });      \
+        launch_concurrent_blocks(grid_x, shared_bytes, absent, [=] {                             \
+            psgld_ring_dense_##SUFFIX(V, n_cols, PYMF_RING_ARGS);                                \
+        });                                                                                      \
+    }                                                                                            \
+    extern "C" void shim_launch_ring_sparse_##SUFFIX(unsigned grid_x, unsigned block_x,          \
+                                                     size_t shared_bytes, int absent,            \
+                                                     PYMF_RING_SPARSE_DATA(T),                   \
+                                                     PYMF_RING_PARAMS(T))                        \
+    {                                                                                            \
+        (void)block_x;                                                                           \
+        launch_concurrent_blocks(grid_x, shared_bytes, absent, [=] {                             \
+            psgld_ring_sparse_##SUFFIX(rows, cols, vals, by_column, block_offsets,               \
+                                       PYMF_RING_ARGS);                                          \
+        });                                                                                      \
     }
 
 SHIM_LAUNCHERS(float, f32)

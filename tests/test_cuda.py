@@ -53,9 +53,10 @@ def shim(tmp_path_factory):
         getattr(lib, f"shim_launch_update_factors_{suffix}").argtypes = [
             ctypes.c_uint, ctypes.c_uint] + update_types
         I, U64 = ctypes.c_int, ctypes.c_ulonglong
-        getattr(lib, f"shim_launch_ring_dense_{suffix}").argtypes = [
-            ctypes.c_uint, ctypes.c_uint, ctypes.c_size_t, I, P, P, P, P, P, I, L, I, L, L, real,
-            P, P, I, U64, D, D, I, U64, P, L, P, P]
+        ring_types = [P, P, P, P, I, I, L, L, real, P, P, I, U64, D, D, I, U64, P, L, P, P]
+        launch_types = [ctypes.c_uint, ctypes.c_uint, ctypes.c_size_t, I]
+        getattr(lib, f"shim_launch_ring_dense_{suffix}").argtypes = launch_types + [P, L] + ring_types
+        getattr(lib, f"shim_launch_ring_sparse_{suffix}").argtypes = launch_types + [P] * 5 + ring_types
     lib.shim_factors_sparse_f64.argtypes = [P, P, P, P, L, P, P, P, ctypes.c_int, D, D]
     lib.shim_update_factors_f64.argtypes = update_types
     return lib
@@ -191,7 +192,7 @@ class HostShimDevice:
             return
         assert grid[1:] == (1, 1) and block[1:] == (1, 1)
         launcher = getattr(self.lib, f"shim_launch_{name[len('psgld_'):]}_{suffix}")
-        extra = (shared_bytes, self.absent_block) if name == "psgld_ring_dense" else ()
+        extra = (shared_bytes, self.absent_block) if name.startswith("psgld_ring") else ()
         launcher(grid[0], block[0], *extra, *[ptr(a) if isinstance(a, np.ndarray) or a is None
                                               else a.item() for a in args])
 
@@ -257,7 +258,7 @@ def test_gpu_chain_queues_chunks_of_iterations_without_changing_the_chain(shim):
         chains_on_the_host(shim, True, 0.5, "exponential", check_every=0)
 
 
-@pytest.mark.parametrize("sparse, strategy", [(True, "launches"), (False, "ring")])
+@pytest.mark.parametrize("sparse, strategy", [(True, "launches"), (False, "ring"), (True, "ring")])
 def test_gpu_chain_float32_on_host_shim_follows_the_c_sampler(shim, sparse, strategy):
     cpu, cuda, _ = chains_on_the_host(shim, sparse, 1.0, "exponential", dtype=np.float32,
                                       strategy=strategy)
@@ -270,7 +271,7 @@ def test_gpu_chain_float32_on_host_shim_follows_the_c_sampler(shim, sparse, stra
 
 
 @pytest.mark.parametrize("check_every", [1, 3, 64])
-@pytest.mark.parametrize("sparse, strategy", [(True, "launches"), (False, "ring")])
+@pytest.mark.parametrize("sparse, strategy", [(True, "launches"), (False, "ring"), (True, "ring")])
 def test_gpu_chain_divergence_on_host_shim_keeps_the_last_finite_state(shim, check_every, sparse,
                                                                         strategy):
     """An absurd step overflows within a few iterations: the GPU chain stops at the same
@@ -297,14 +298,15 @@ def test_gpu_chain_divergence_on_host_shim_keeps_the_last_finite_state(shim, che
     assert cuda.iteration == t_g + 1
 
 
+@pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("n_blocks", [3, 7])
 @pytest.mark.parametrize("beta, prior", [(0.5, "exponential"), (2.0, "gaussian")])
-def test_ring_kernel_on_host_shim_reproduces_the_c_sampler(shim, beta, prior, n_blocks):
+def test_ring_kernel_on_host_shim_reproduces_the_c_sampler(shim, beta, prior, n_blocks, sparse):
     """psgld_ring_dense_* runs a chunk of iterations in one launch, each thread block (here a
     CPU thread of its own) keeping its W rows and waiting only for its ring neighbour's H
     block: the C sampler's chain, bit for bit (the same operations in the same order), over
     10 iterations in chunks of 4, 4 and 2 iterations per launch."""
-    cpu, cuda, device = chains_on_the_host(shim, False, beta, prior, check_every=4, strategy="ring",
+    cpu, cuda, device = chains_on_the_host(shim, sparse, beta, prior, check_every=4, strategy="ring",
                                            n_blocks=n_blocks)
     steps = 1e-3 / np.arange(1, 11) ** 0.51
     cpu.run(steps)
@@ -313,7 +315,7 @@ def test_ring_kernel_on_host_shim_reproduces_the_c_sampler(shim, beta, prior, n_
     W_g, Ht_g, t_g = cuda.get_state()
     assert t_g == t_c == 10
     assert np.array_equal(W_g, W_c) and np.array_equal(Ht_g, Ht_c)
-    assert device.launched == ["psgld_ring_dense"] * 3
+    assert device.launched == ["psgld_ring_sparse" if sparse else "psgld_ring_dense"] * 3
 
 
 def test_ring_kernel_and_launches_give_the_same_chain(shim):
@@ -338,10 +340,7 @@ def test_ring_strategy_is_chosen_only_where_it_applies(shim):
 
     assert chain().strategy == "ring"
     assert chain(strategy="launches").strategy == "launches"
-    sparse = host_problem(True, 1.0, "exponential")[0]
-    assert chain(sparse).strategy == "launches"
-    with pytest.raises(ValueError, match="dense data only"):
-        chain(sparse, strategy="ring")
+    assert chain(host_problem(True, 1.0, "exponential")[0]).strategy == "ring"
     assert chain(multiprocessors=2).strategy == "launches"
     with pytest.raises(ValueError, match="3 blocks cannot all be resident on 2"):
         chain(multiprocessors=2, strategy="ring")
@@ -349,6 +348,11 @@ def test_ring_strategy_is_chosen_only_where_it_applies(shim):
     assert chain(model=wide).strategy == "launches"
     with pytest.raises(ValueError, match="bytes of shared memory"):
         chain(model=wide, strategy="ring")
+    # sparse: G holds the largest block's entries
+    rng = np.random.default_rng(0)
+    crowded = _blocks.BlockedData.from_sparse(np.repeat(np.arange(3000), 3), np.tile(np.arange(3), 3000),
+                                              rng.random(9000), (3000, 3), 1, False, 0)
+    assert chain(crowded, pymf.TweedieNMF(2)).strategy == "launches"
     with pytest.raises(ValueError, match="strategy must be"):
         chain(strategy="threads")
 
@@ -400,12 +404,18 @@ def test_gpu_chain_follows_cpu_chain(sparse):
     np.testing.assert_allclose(runs[1].H_samples, runs[0].H_samples, rtol=1e-9, atol=1e-12)
 
 
-def ring_and_c_sampler_on_many_blocks(device, dtype):
+def ring_and_c_sampler_on_many_blocks(device, dtype, sparse):
     """The final states of the C sampler and of the ring kernel after 500 iterations of a
-    256 x 224 problem on 32 blocks, in launches of 100 iterations: any H block read before its
-    ring neighbour published it would make the two chains part."""
+    256 x 224 problem on 32 blocks (dense, or 30% of its entries), in launches of 100
+    iterations: any H block read before its ring neighbour published it would make the two
+    chains part."""
     V, _, _ = pymf.datasets.make_tweedie_nmf(256, 224, 8, seed=3)
-    data = _blocks.BlockedData.from_dense(V, 32)
+    if sparse:
+        r, c = np.nonzero(np.random.default_rng(6).random(V.shape) < 0.3)
+        data = _blocks.BlockedData.from_sparse(r.astype(np.int64), c.astype(np.int64), V[r, c],
+                                               V.shape, 32, True, 8)
+    else:
+        data = _blocks.BlockedData.from_dense(V, 32)
     cpu = _sgld.LangevinChain(data, "psgld", 8, 1.0, 1.0, "exponential", 1.0, 1.0, 77, 1)
     ring = gpu.CudaPSGLDChain(data, pymf.TweedieNMF(8), pymf.PSGLD(blocks=32), 77, dtype=dtype,
                               device=device, check_every=100, strategy="ring")
@@ -417,16 +427,19 @@ def ring_and_c_sampler_on_many_blocks(device, dtype):
     return ring.get_state()[:2], cpu.get_state()[:2]
 
 
-def test_ring_kernel_on_host_shim_with_32_concurrent_blocks(shim):
-    (W_g, Ht_g), (W_c, Ht_c) = ring_and_c_sampler_on_many_blocks(HostShimDevice(shim), np.float64)
+@pytest.mark.parametrize("sparse", [False, True])
+def test_ring_kernel_on_host_shim_with_32_concurrent_blocks(shim, sparse):
+    (W_g, Ht_g), (W_c, Ht_c) = ring_and_c_sampler_on_many_blocks(HostShimDevice(shim), np.float64,
+                                                                 sparse)
     assert np.array_equal(W_g, W_c) and np.array_equal(Ht_g, Ht_c)
 
 
 @needs_gpu
+@pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("dtype, tolerance", [(np.float64, 1e-9), (np.float32, 1e-3)])
-def test_gpu_ring_kernel_follows_cpu_chain_on_many_blocks(dtype, tolerance):
+def test_gpu_ring_kernel_follows_cpu_chain_on_many_blocks(dtype, tolerance, sparse):
     """The ring kernel's waits under the GPU's memory model (L2 loads, fences, counters)."""
-    for a, b in zip(*ring_and_c_sampler_on_many_blocks(None, dtype)):
+    for a, b in zip(*ring_and_c_sampler_on_many_blocks(None, dtype, sparse)):
         np.testing.assert_allclose(a, b, rtol=tolerance, atol=tolerance * 1e-2)
 
 
