@@ -25,7 +25,8 @@ import numpy as np
 KERNEL_NAMES = ("psgld_factors_dense", "psgld_factors_sparse", "psgld_update_factors",
                 "psgld_ring_dense", "psgld_ring_sparse")
 RING_THREADS = 256  # PYMF_RING_THREADS in cuda/psgld.cu (its __launch_bounds__)
-RING_SHARED_LIMIT = 48 * 1024  # dynamic shared memory a launch gets without opting in
+DEFAULT_SHARED_LIMIT = 48 * 1024  # dynamic shared memory a launch gets without opting in
+STATIC_SHARED_MARGIN = 1024  # the ring kernel's static shared memory (16 bytes), with room
 
 
 class _PycudaDevice:
@@ -45,6 +46,14 @@ class _PycudaDevice:
         self.context = device.retain_primary_context()
         self.arch = "sm_%d%d" % device.compute_capability()
         self.multiprocessors = device.get_attribute(driver.device_attribute.MULTIPROCESSOR_COUNT)
+        # more than 48 KB needs an opt-in per kernel (compute capability >= 7.0), where this
+        # pycuda can name it
+        self.shared_limit = DEFAULT_SHARED_LIMIT
+        if (hasattr(driver.device_attribute, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
+                and hasattr(driver.function_attribute, "MAX_DYNAMIC_SHARED_SIZE_BYTES")
+                and hasattr(driver.Function, "set_attribute")):
+            self.shared_limit = max(DEFAULT_SHARED_LIMIT, device.get_attribute(
+                driver.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN) - STATIC_SHARED_MARGIN)
 
     def __enter__(self):
         self.context.push()
@@ -75,6 +84,12 @@ class _PycudaDevice:
     def launch(self, kernel, grid, block, args, shared_bytes=0):
         kernel(*args, block=block, grid=grid, shared=shared_bytes)
 
+    def allow_shared(self, kernel, shared_bytes):
+        """Let `kernel` launch with this much dynamic shared memory (over 48 KB: opt in)."""
+        if shared_bytes > DEFAULT_SHARED_LIMIT:
+            kernel.set_attribute(self.driver.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                 int(shared_bytes))
+
 
 class _CupyDevice:
     """GPU 0 through CuPy (the fall-back loader): the same .cu source, compiled by nvcc."""
@@ -89,6 +104,8 @@ class _CupyDevice:
         self.cupy = cupy
         self.device = cupy.cuda.Device(0)
         self.multiprocessors = self.device.attributes["MultiProcessorCount"]
+        optin = self.device.attributes.get("MaxSharedMemoryPerBlockOptin", 0)
+        self.shared_limit = max(DEFAULT_SHARED_LIMIT, optin - STATIC_SHARED_MARGIN)
 
     def __enter__(self):
         self.device.__enter__()
@@ -118,6 +135,10 @@ class _CupyDevice:
 
     def launch(self, kernel, grid, block, args, shared_bytes=0):
         kernel(grid, block, args, shared_mem=shared_bytes)
+
+    def allow_shared(self, kernel, shared_bytes):
+        if shared_bytes > DEFAULT_SHARED_LIMIT:
+            kernel.max_dynamic_shared_size_bytes = int(shared_bytes)
 
 
 def open_device():
@@ -280,9 +301,9 @@ class CudaPSGLDChain:
       "launches": two kernel launches per iteration (any data, any block size);
       "ring":     one launch per chunk of check_every iterations (psgld_ring_dense_* or
                   psgld_ring_sparse_*), thread block b keeping W_b in shared memory and
-                  waiting only for its ring neighbour; blocks that fit in 48 KB of shared
-                  memory, B at most the device's multiprocessors (all blocks must be
-                  resident at once);
+                  waiting only for its ring neighbour; blocks that fit in a thread block's
+                  shared memory (an H100: 227 KB), B at most the device's multiprocessors
+                  (all blocks must be resident at once);
       "auto":     "ring" where it applies, else "launches"."""
 
     ring_spin_limit = 1 << 26  # polls of a neighbour's counter before a ring block gives up
@@ -328,6 +349,7 @@ class CudaPSGLDChain:
             self.flags = device.zeros(self.check_every, np.int32)  # one per queued iteration
             self.strategy = self._choose_strategy(strategy)
             if self.strategy == "ring":
+                device.allow_shared(self.ring, self.ring_shared_bytes())
                 coef = [data.n_observed / size / model.phi if size else 0.0 for size in self.part_sizes]
                 self.coef_of_part = device.to_device(np.asarray(coef, np.float64))
                 if data.is_dense:
@@ -352,9 +374,9 @@ class CudaPSGLDChain:
         if strategy == "launches":
             return strategy
         why_not = None
-        if self.ring_shared_bytes() > RING_SHARED_LIMIT:
+        if self.ring_shared_bytes() > self.device.shared_limit:
             why_not = (f"a block needs {self.ring_shared_bytes()} bytes of shared memory, over "
-                       f"{RING_SHARED_LIMIT}: use more blocks or a lower rank")
+                       f"the device's {self.device.shared_limit}: use more blocks or a lower rank")
         elif self.B > self.device.multiprocessors:
             why_not = (f"{self.B} blocks cannot all be resident on {self.device.multiprocessors} "
                        "multiprocessors")

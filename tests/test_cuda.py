@@ -154,10 +154,12 @@ class HostShimDevice:
     name = "host-shim"
     null = None
 
-    def __init__(self, lib, multiprocessors=132):
+    def __init__(self, lib, multiprocessors=132, shared_limit=gpu.DEFAULT_SHARED_LIMIT):
         self.lib = lib
         self.launched = []
         self.multiprocessors = multiprocessors
+        self.shared_limit = shared_limit
+        self.allowed_shared = {}
         self.absent_block = -1
 
     def __enter__(self):
@@ -184,8 +186,12 @@ class HostShimDevice:
     def kernels(self, suffix):
         return {name: (name, suffix) for name in gpu.KERNEL_NAMES}
 
+    def allow_shared(self, kernel, shared_bytes):
+        self.allowed_shared[kernel[0]] = shared_bytes
+
     def launch(self, kernel, grid, block, args, shared_bytes=0):
         name, suffix = kernel
+        assert shared_bytes <= max(gpu.DEFAULT_SHARED_LIMIT, self.allowed_shared.get(name, 0))
         self.launched.append(name)
         if name == "psgld_factors_dense":
             dense_factors(*args)
@@ -334,9 +340,10 @@ def test_ring_strategy_is_chosen_only_where_it_applies(shim):
     data, model, noise_seed, _, _, _ = host_problem(False, 1.0, "exponential")
     sampler = pymf.PSGLD(blocks=data.n_blocks)
 
-    def chain(data=data, model=model, multiprocessors=132, strategy="auto"):
-        return gpu.CudaPSGLDChain(data, model, sampler, noise_seed,
-                                  device=HostShimDevice(shim, multiprocessors), strategy=strategy)
+    def chain(data=data, model=model, multiprocessors=132, strategy="auto",
+              shared_limit=gpu.DEFAULT_SHARED_LIMIT):
+        device = HostShimDevice(shim, multiprocessors, shared_limit)
+        return gpu.CudaPSGLDChain(data, model, sampler, noise_seed, device=device, strategy=strategy)
 
     assert chain().strategy == "ring"
     assert chain(strategy="launches").strategy == "launches"
@@ -346,8 +353,12 @@ def test_ring_strategy_is_chosen_only_where_it_applies(shim):
         chain(multiprocessors=2, strategy="ring")
     wide = pymf.TweedieNMF(400, beta=1.0)  # W_b twice and H_c: 400 * 29 doubles > 48 KB
     assert chain(model=wide).strategy == "launches"
-    with pytest.raises(ValueError, match="bytes of shared memory"):
+    with pytest.raises(ValueError, match="bytes of shared memory, over the device's 49152"):
         chain(model=wide, strategy="ring")
+    # a device that lets a kernel opt in to more (an H100: 227 KB): the ring, with the opt-in
+    roomy = chain(model=wide, shared_limit=227 * 1024)
+    assert roomy.strategy == "ring"
+    assert roomy.device.allowed_shared["psgld_ring_dense"] == roomy.ring_shared_bytes() > 48 * 1024
     # sparse: G holds the largest block's entries
     rng = np.random.default_rng(0)
     crowded = _blocks.BlockedData.from_sparse(np.repeat(np.arange(3000), 3), np.tile(np.arange(3), 3000),
