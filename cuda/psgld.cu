@@ -54,7 +54,8 @@ __device__ __forceinline__ float entry_dot(const float *a, const float *b, int n
 
 /* Dense: for each block b of the part, G[i, jj] for rows i of piece b and the block's
  * columns j = col_start[c] + jj, c = (b + part) mod B. G is n_rows x max_width, row-major.
- * grid: (ceil(max_width / TILE), ceil(max_rows_of_a_piece / TILE), B), block: TILE x TILE. */
+ * grid: (ceil(max_rows_of_a_piece / TILE) * ceil(max_width / TILE), 1, B), block: TILE x TILE
+ * (the tiles of a block flattened into grid.x, whose limit is 2^31 - 1, not 65535). */
 template <typename T>
 __device__ void factors_dense(const T *V, const T *W, const T *Ht, T *G, const long long *row_start,
                               const long long *col_start, int n_blocks, int part, long long n_cols,
@@ -64,13 +65,15 @@ __device__ void factors_dense(const T *V, const T *W, const T *Ht, T *G, const l
     __shared__ T h_tile[PYMF_TILE][PYMF_TILE + 1];
     const int b = blockIdx.z;
     const int c = (b + part) % n_blocks;
-    const long long i = row_start[b] + (long long)blockIdx.y * PYMF_TILE + threadIdx.y;
-    const long long jj = (long long)blockIdx.x * PYMF_TILE + threadIdx.x;
+    const long long col_tiles = (max_width + PYMF_TILE - 1) / PYMF_TILE;
+    const long long tile_row = blockIdx.x / col_tiles, tile_col = blockIdx.x % col_tiles;
+    const long long i = row_start[b] + tile_row * PYMF_TILE + threadIdx.y;
+    const long long jj = tile_col * PYMF_TILE + threadIdx.x;
     const long long j = col_start[c] + jj;
     const bool row_ok = i < row_start[b + 1];
     const bool col_ok = j < col_start[c + 1];
     /* the H^T rows this tile needs, loaded by the tile's threadIdx.y lanes */
-    const long long j_load = col_start[c] + (long long)blockIdx.x * PYMF_TILE + threadIdx.y;
+    const long long j_load = col_start[c] + tile_col * PYMF_TILE + threadIdx.y;
     T mu = 0;
     for (int k0 = 0; k0 < rank; k0 += PYMF_TILE) {
         const int k = k0 + threadIdx.x;
@@ -112,7 +115,9 @@ __device__ void factors_sparse(const int *rows, const int *cols, const T *vals,
 
 /* The Langevin move of the n (<= 4) factors k = 4 group + lane of one row, from their values
  * x0 and likelihood gradients: prior, Philox noise of (stream, t, row, group), mirroring.
- * False if a new value is not finite. Shared by the update and ring kernels. */
+ * False if a new value is not finite once stored as T (a float overflows long before a
+ * double). Shared by the update and ring kernels. */
+template <typename T>
 __device__ __forceinline__ bool langevin_move4(const double x0[4], const double grad[4], int n,
                                                double eps, double lam, int exponential,
                                                unsigned long long seed, unsigned int stream,
@@ -128,7 +133,7 @@ __device__ __forceinline__ bool langevin_move4(const double x0[4], const double 
         double x = x0[lane] + eps * (grad[lane] + prior) + noise_sd * noise[lane];
         if (exponential)
             x = fabs(x);
-        finite = finite && isfinite(x);
+        finite = finite && isfinite((double)(T)x);
         out[lane] = x;
     }
     return finite;
@@ -179,7 +184,7 @@ __device__ void update_rows(long long idx, T *X_next, const T *X, const T *Y, co
     double x0[4], x[4];
     for (int lane = 0; lane < n; ++lane)
         x0[lane] = (double)X[r * rank + 4 * group + lane];
-    if (!langevin_move4(x0, grad, n, eps, lam, exponential, seed, stream, t, (unsigned int)r,
+    if (!langevin_move4<T>(x0, grad, n, eps, lam, exponential, seed, stream, t, (unsigned int)r,
                         (unsigned int)group, x))
         atomicOr(diverged, 1);
     for (int lane = 0; lane < n; ++lane)
@@ -196,11 +201,13 @@ __device__ void update_rows(long long idx, T *X_next, const T *X, const T *Y, co
  * progress counter, never for the whole grid, and G never leaves shared memory.
  *
  * The maths is the update kernel's (same G, same sums in the same order, same Philox noise,
- * same mirroring), so both paths give the same chain. Every loop is block-strided: the kernel
+ * same mirroring), so both paths give the same chain: bit for bit in the CPU shim; on a GPU
+ * the C sampler's to rounding (nvcc contracts a * b + c to FMAs, CUDA's log and sincos are
+ * not glibc's in the last bit). Every loop is block-strided: the kernel
  * is right for any blockDim, which lets the CPU shim run it with one thread per block and one
  * std::thread per block (tests/cuda_shim.cpp), real concurrency through the same protocol.
  * All B blocks must be resident at once (pymf.gpu launches it only where B <= the number of
- * multiprocessors); a neighbour that has not come after spin_limit polls (pymf.gpu: ~seconds)
+ * multiprocessors); a neighbour that has not come after wait_limit_ns (pymf.gpu: one second)
  * is reported through `stalled`, not a hang. */
 
 #define PYMF_RING_THREADS 256
@@ -217,13 +224,23 @@ __device__ __forceinline__ int ring_progress_of(const int *counter)
     return *(const volatile int *)counter;
 }
 
-/* every thread's H stores are made visible at GPU scope before the counter moves */
+/* Every thread's H stores are made visible at GPU scope before the counter moves: the
+ * barrier orders them before thread 0's fence, and the fence before its store (the pattern
+ * of a cooperative-groups grid barrier). */
 __device__ __forceinline__ void ring_publish(int *counter, int value)
 {
-    __threadfence();
     __syncthreads();
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0) {
+        __threadfence();
         atomicExch(counter, value);
+    }
+}
+
+__device__ __forceinline__ unsigned long long ring_clock_ns()
+{
+    unsigned long long now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    return now;
 }
 
 __device__ __forceinline__ void ring_pause()
@@ -238,14 +255,16 @@ template <typename T> __device__ __forceinline__ T ring_load(const T *x) { retur
 template <typename T> __device__ __forceinline__ void ring_store(T *x, T v) { __stcg(x, v); }
 #endif
 
-/* Thread 0 polls neighbour's counter until it reaches `needed`; false if it never does. */
-__device__ __forceinline__ bool ring_wait(const int *counter, int needed, long long spin_limit,
-                                          int *stalled)
+/* Thread 0 polls the neighbour's counter until it reaches `needed`; false if it has not
+ * within wait_limit_ns nanoseconds. */
+__device__ __forceinline__ bool ring_wait(const int *counter, int needed,
+                                          long long wait_limit_ns, int *stalled)
 {
     __shared__ int ok;
     if (threadIdx.x == 0) {
-        long long polls = 0;
-        while (ring_progress_of(counter) < needed && ++polls < spin_limit)
+        const unsigned long long start = ring_clock_ns();
+        while (ring_progress_of(counter) < needed &&
+               ring_clock_ns() - start < (unsigned long long)wait_limit_ns)
             ring_pause();
         ok = ring_progress_of(counter) >= needed;
         if (!ok)
@@ -360,7 +379,7 @@ __device__ void ring_iterations(Block block, T *W, T *Ht, const long long *row_s
                                 const double *coef_of_part, const double *eps, int n_iter,
                                 unsigned long long t0, double lam_w, double lam_h,
                                 int exponential, unsigned long long seed, int *progress,
-                                long long spin_limit, int *diverged, int *stalled)
+                                long long wait_limit_ns, int *diverged, int *stalled)
 {
     const int b = blockIdx.x;
     const int neighbour = (b + 1) % n_blocks;
@@ -383,7 +402,7 @@ __device__ void ring_iterations(Block block, T *W, T *Ht, const long long *row_s
         const long long c0 = col_start[c];
         const int width = (int)(col_start[c + 1] - c0);
         block.select(b, c, r0, c0, height, width);
-        if (i > 0 && !ring_wait(&progress[neighbour], i, spin_limit, stalled))
+        if (i > 0 && !ring_wait(&progress[neighbour], i, wait_limit_ns, stalled))
             break; /* W_b goes back as it was after iteration i - 1 */
         for (int x = threadIdx.x; x < width * rank; x += blockDim.x)
             H_s[(x / rank) * ld + x % rank] = ring_load(&Ht[c0 * rank + x]);
@@ -425,7 +444,7 @@ __device__ void ring_iterations(Block block, T *W, T *Ht, const long long *row_s
             double x0[4], value[4];
             for (int lane = 0; lane < n; ++lane)
                 x0[lane] = (double)own[r * ld + 4 * group + lane];
-            if (!langevin_move4(x0, grad, n, eps[i], is_w ? lam_w : lam_h, exponential, seed,
+            if (!langevin_move4<T>(x0, grad, n, eps[i], is_w ? lam_w : lam_h, exponential, seed,
                                 is_w ? PYMF_STREAM_W : PYMF_STREAM_H, t,
                                 (unsigned int)(is_w ? r0 + r : c0 + r), (unsigned int)group, value))
                 atomicOr(&diverged[i], 1);
@@ -452,11 +471,12 @@ __device__ void ring_iterations(Block block, T *W, T *Ht, const long long *row_s
     T *W, T *Ht, const long long *row_start, const long long *col_start, int n_blocks, int rank, \
         long long max_height, long long max_width, T beta, const double *coef_of_part,          \
         const double *eps, int n_iter, unsigned long long t0, double lam_w, double lam_h,       \
-        int exponential, unsigned long long seed, int *progress, long long spin_limit,          \
+        int exponential, unsigned long long seed, int *progress, long long wait_limit_ns,       \
         int *diverged, int *stalled
 #define PYMF_RING_ARGS                                                                           \
     W, Ht, row_start, col_start, n_blocks, rank, max_height, max_width, beta, coef_of_part, eps, \
-        n_iter, t0, lam_w, lam_h, exponential, seed, progress, spin_limit, diverged, stalled
+        n_iter, t0, lam_w, lam_h, exponential, seed, progress, wait_limit_ns, diverged,         \
+        stalled
 #define PYMF_RING_DENSE_DATA(T) const T *V, long long n_cols
 #define PYMF_RING_SPARSE_DATA(T)                                                                 \
     const int *rows, const int *cols, const T *vals, const long long *by_column,                \

@@ -25,8 +25,9 @@ import numpy as np
 KERNEL_NAMES = ("psgld_factors_dense", "psgld_factors_sparse", "psgld_update_factors",
                 "psgld_ring_dense", "psgld_ring_sparse")
 RING_THREADS = 256  # PYMF_RING_THREADS in cuda/psgld.cu (its __launch_bounds__)
-DEFAULT_SHARED_LIMIT = 48 * 1024  # dynamic shared memory a launch gets without opting in
 STATIC_SHARED_MARGIN = 1024  # the ring kernel's static shared memory (16 bytes), with room
+# dynamic shared memory a launch gets without opting in: 48 KB, static and dynamic together
+DEFAULT_SHARED_LIMIT = 48 * 1024 - STATIC_SHARED_MARGIN
 
 
 class _PycudaDevice:
@@ -76,6 +77,10 @@ class _PycudaDevice:
 
     def copy(self, dst, src):
         self.driver.memcpy_dtod(dst.gpudata, src.gpudata, src.nbytes)
+
+    def upload(self, dst, host):
+        """The first len(host) elements of the device array dst from host memory."""
+        dst[:len(host)].set(host)
 
     def kernels(self, suffix):
         module = _pycuda_module(self.arch)
@@ -128,6 +133,9 @@ class _CupyDevice:
 
     def copy(self, dst, src):
         self.cupy.copyto(dst, src)
+
+    def upload(self, dst, host):
+        dst[:len(host)].set(host)
 
     def kernels(self, suffix):
         module = _cupy_module()
@@ -207,13 +215,14 @@ def sparse_block_order(data):
     return offsets, by_column
 
 
-def part_layout(data, part):
+def part_layout(data, part, block_order=None):
     """Index arrays of part `part` of a BlockedData for the update kernel (grid order).
 
     Returns a dict with, for the W update ("w_*", one entry per grid row) and the H update
     ("h_*", one per grid column): first (partner start, or offset into the term list),
     count (terms), g_offset (dense: offset of the first term in G), g_stride (dense), and for
-    sparse data terms (entry ids) and partner (the other index of each entry).
+    sparse data terms (entry ids) and partner (the other index of each entry), the same for
+    every part. block_order: sparse_block_order(data), where already computed.
     """
     B = data.n_blocks
     row_start, col_start = data.row_start, data.col_start
@@ -241,7 +250,7 @@ def part_layout(data, part):
                    h_first=h_first, h_count=h_count, h_offset=h_offset, h_stride=max_width)
         return out
     rows, cols, _ = data.sparse_entries()
-    offsets, by_column = sparse_block_order(data)
+    offsets, by_column = sparse_block_order(data) if block_order is None else block_order
     entries = []
     for b in range(B):
         c = (b + part) % B
@@ -306,7 +315,7 @@ class CudaPSGLDChain:
                   (all blocks must be resident at once);
       "auto":     "ring" where it applies, else "launches"."""
 
-    ring_spin_limit = 1 << 26  # polls of a neighbour's counter before a ring block gives up
+    ring_wait_seconds = 1.0  # how long a ring block waits for its neighbour before giving up
 
     def __init__(self, data, model, sampler, noise_seed, dtype=np.float64, device=None,
                  check_every=64, strategy="auto"):
@@ -318,48 +327,63 @@ class CudaPSGLDChain:
                 raise RuntimeError(f"backend='cuda' was requested but the GPU path is unusable: {reason}")
             device = open_device()
         self.device = device
+        self.dtype = np.dtype(dtype).type
+        if self.dtype not in (np.float32, np.float64):
+            raise ValueError(f"dtype must be float32 or float64, got {np.dtype(dtype).name}")
+        self.data, self.model = data, model
+        self.rank, self.noise_seed, self.t = model.rank, noise_seed, 0
+        self.B = data.n_blocks
+        self.part_sizes = data.part_sizes()
+        self.max_width = int(np.max(np.diff(data.col_start)))
+        self.max_height = int(np.max(np.diff(data.row_start)))
+        self.check_every = int(check_every)
+        if self.check_every < 1:
+            raise ValueError(f"check_every must be >= 1, got {check_every}")
+        self.strategy = self._choose_strategy(strategy)
+        n_rows, n_cols = data.shape
         with device:
-            kernels = device.kernels("f64" if dtype == np.float64 else "f32")
-            self.factors = kernels["psgld_factors_dense" if data.is_dense else "psgld_factors_sparse"]
-            self.update = kernels["psgld_update_factors"]
-            self.ring = kernels["psgld_ring_dense" if data.is_dense else "psgld_ring_sparse"]
-            self.dtype, self.data, self.model = dtype, data, model
-            self.rank, self.noise_seed, self.t = model.rank, noise_seed, 0
-            self.B = data.n_blocks
-            self.layouts = [self._upload_layout(part_layout(data, p)) for p in range(self.B)]
-            self.part_sizes = data.part_sizes()
-            n_rows, n_cols = data.shape
-            self.max_width = self.layouts[0]["max_width"]
-            self.max_height = int(np.max(np.diff(data.row_start)))
+            kernels = device.kernels("f64" if self.dtype == np.float64 else "f32")
             self.row_start = device.to_device(data.row_start.astype(np.int64))
             self.col_start = device.to_device(data.col_start.astype(np.int64))
             if data.is_dense:
-                self.V = device.to_device(data.dense_values().astype(dtype))
-                self.G = device.zeros(n_rows * self.max_width, dtype)
+                self.V = device.to_device(data.dense_values().astype(self.dtype))
             else:
                 rows, cols, vals = data.sparse_entries()
                 self.rows = device.to_device(rows.astype(np.int32))
                 self.cols = device.to_device(cols.astype(np.int32))
-                self.vals = device.to_device(vals.astype(dtype))
-                self.G = device.zeros(max(len(vals), 1), dtype)
+                self.vals = device.to_device(vals.astype(self.dtype))
+                block_order = sparse_block_order(data)
             self.exponential = np.int32(model.prior == "exponential")
-            self.check_every = int(check_every)
-            if self.check_every < 1:
-                raise ValueError(f"check_every must be >= 1, got {check_every}")
             self.flags = device.zeros(self.check_every, np.int32)  # one per queued iteration
-            self.strategy = self._choose_strategy(strategy)
+            self.steps = device.zeros(self.check_every, np.float64)  # a ring launch's steps
             if self.strategy == "ring":
+                self.ring = kernels["psgld_ring_dense" if data.is_dense else "psgld_ring_sparse"]
                 device.allow_shared(self.ring, self.ring_shared_bytes())
                 coef = [data.n_observed / size / model.phi if size else 0.0 for size in self.part_sizes]
                 self.coef_of_part = device.to_device(np.asarray(coef, np.float64))
                 if data.is_dense:
                     self.ring_data = (self.V, np.int64(n_cols))
                 else:
-                    offsets, by_column = sparse_block_order(data)
+                    offsets, by_column = block_order
                     self.ring_data = (self.rows, self.cols, self.vals, device.to_device(by_column),
                                       device.to_device(offsets))
                 self.progress = device.zeros(self.B, np.int32)
                 self.stalled = device.zeros(1, np.int32)
+                return
+            self.factors = kernels["psgld_factors_dense" if data.is_dense else "psgld_factors_sparse"]
+            self.update = kernels["psgld_update_factors"]
+            if data.is_dense:
+                self.G = device.zeros(n_rows * self.max_width, self.dtype)
+                self.layouts = [self._upload_layout(part_layout(data, p)) for p in range(self.B)]
+            else:
+                self.G = device.zeros(max(len(vals), 1), self.dtype)
+                # the entry lists shared by every part go up once (nnz each, not B * nnz)
+                layouts = [part_layout(data, p, block_order) for p in range(self.B)]
+                shared = {key: device.to_device(layouts[0][key]) for key in ("w_terms", "h_terms")}
+                self.layouts = [dict(self._upload_layout(
+                    {key: value for key, value in layout.items()
+                     if key not in ("w_terms", "h_terms", "w_partner", "h_partner")}), **shared)
+                    for layout in layouts]
 
     def ring_shared_bytes(self):
         """Shared memory of one ring thread block: W_b twice (now, next), H_c (rows padded to
@@ -394,8 +418,9 @@ class CudaPSGLDChain:
         with self.device:
             self.W = self.device.to_device(np.asarray(W, dtype=self.dtype))
             self.Ht = self.device.to_device(np.asarray(Ht, dtype=self.dtype))
-            self.W_next = self.device.empty_like(self.W)
-            self.Ht_next = self.device.empty_like(self.Ht)
+            if self.strategy == "launches":  # the ring updates in place
+                self.W_next = self.device.empty_like(self.W)
+                self.Ht_next = self.device.empty_like(self.Ht)
             self.W_saved = self.device.empty_like(self.W)  # a chunk's first state (see run)
             self.Ht_saved = self.device.empty_like(self.Ht)
             self.t = int(t)
@@ -423,6 +448,12 @@ class CudaPSGLDChain:
         replay is the same chain): the last finite state is kept, as on the CPU."""
         from pymf.errors import DivergenceError
         steps = np.asarray(step_sizes, dtype=np.float64)
+        invalid = np.flatnonzero(~(np.isfinite(steps) & (steps > 0)))
+        if invalid.size:  # as the C sampler: the iterations before the bad step run
+            first = int(invalid[0])
+            self.run(steps[:first])
+            raise ValueError(f"step size at iteration {self.t + 1} is {steps[first]:g}; it must "
+                             "be positive and finite")
         device = self.device
         with device:
             for start in range(0, len(steps), self.check_every):
@@ -456,17 +487,19 @@ class CudaPSGLDChain:
             return
         device = self.device
         self.progress.fill(0)
+        device.upload(self.steps, np.asarray(steps, np.float64))
         device.launch(self.ring, (self.B, 1, 1), (RING_THREADS, 1, 1), (
             *self.ring_data, self.W, self.Ht, self.row_start, self.col_start, np.int32(self.B),
-            np.int32(self.rank), np.int64(self.max_height),
-            np.int64(self.max_width), self.dtype(self.model.beta), self.coef_of_part,
-            device.to_device(np.asarray(steps, np.float64)), np.int32(len(steps)),
+            np.int32(self.rank), np.int64(self.max_height), np.int64(self.max_width),
+            self.dtype(self.model.beta), self.coef_of_part, self.steps, np.int32(len(steps)),
             np.uint64(self.t), np.float64(self.model.lam_w), np.float64(self.model.lam_h),
             self.exponential, np.uint64(self.noise_seed), self.progress,
-            np.int64(self.ring_spin_limit), self.flags, self.stalled), shared_bytes=int(self.ring_shared_bytes()))
+            np.int64(self.ring_wait_seconds * 1e9), self.flags, self.stalled),
+            shared_bytes=int(self.ring_shared_bytes()))
         self.t += len(steps)
         if device.to_host(self.stalled).any():
             self.stalled.fill(0)
+            self.flags.fill(0)  # flags of the iterations that ran before the stall
             device.copy(self.W, self.W_saved)
             device.copy(self.Ht, self.Ht_saved)
             self.t -= len(steps)
@@ -486,8 +519,8 @@ class CudaPSGLDChain:
         scale = self.data.n_observed / self.part_sizes[part] if self.part_sizes[part] else 0.0
         coef = T(scale / self.model.phi)
         if self.data.is_dense:
-            tile = 16
-            grid = (int(-(-self.max_width // tile)), int(-(-self.max_height // tile)), self.B)
+            tile = 16  # PYMF_TILE; a block's tiles are flattened into grid.x
+            grid = (int(-(-self.max_width // tile)) * int(-(-self.max_height // tile)), 1, self.B)
             device.launch(self.factors, grid, (tile, tile, 1), (
                 self.V, self.W, self.Ht, self.G, self.row_start, self.col_start,
                 np.int32(self.B), np.int32(part), i64(n_cols), np.int32(K),

@@ -6,6 +6,7 @@
 // tests/test_cuda.py.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -36,6 +37,12 @@ static double *ring_shared_memory() { return ring_shared.data(); }
 static int ring_progress_of(const int *counter) { return __atomic_load_n(counter, __ATOMIC_ACQUIRE); }
 static void ring_publish(int *counter, int value) { __atomic_store_n(counter, value, __ATOMIC_RELEASE); }
 static void ring_pause() { std::this_thread::yield(); }
+static unsigned long long ring_clock_ns()
+{
+    return (unsigned long long)std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
 template <typename T> static T ring_load(const T *x) { return *x; }
 template <typename T> static void ring_store(T *x, T v) { *x = v; }
 

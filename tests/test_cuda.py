@@ -183,6 +183,9 @@ class HostShimDevice:
     def copy(self, dst, src):
         np.copyto(dst, src)
 
+    def upload(self, dst, host):
+        dst[:len(host)] = host
+
     def kernels(self, suffix):
         return {name: (name, suffix) for name in gpu.KERNEL_NAMES}
 
@@ -304,6 +307,42 @@ def test_gpu_chain_divergence_on_host_shim_keeps_the_last_finite_state(shim, che
     assert cuda.iteration == t_g + 1
 
 
+@pytest.mark.parametrize("sparse, strategy", [(True, "launches"), (False, "ring"), (True, "ring")])
+def test_gpu_chain_float32_divergence_keeps_a_finite_state(shim, sparse, strategy):
+    """A float32 chain overflows where the double arithmetic does not (3.4e38): that is
+    divergence too, caught on the iteration that stores the infinity, so the kept state is
+    finite."""
+    _, cuda, _ = chains_on_the_host(shim, sparse, 1.0, "exponential", dtype=np.float32,
+                                    strategy=strategy, check_every=8)
+    with pytest.raises(pymf.DivergenceError, match="diverged at iteration"):
+        cuda.run(np.geomspace(1e30, 1e80, 40))
+    W, Ht, t = cuda.get_state()
+    assert t >= 1 and np.all(np.isfinite(W)) and np.all(np.isfinite(Ht))
+
+
+@pytest.mark.parametrize("sparse, strategy", [(True, "launches"), (False, "ring")])
+def test_gpu_chain_rejects_bad_step_sizes_as_the_c_sampler_does(shim, sparse, strategy):
+    cpu, cuda, _ = chains_on_the_host(shim, sparse, 1.0, "exponential", strategy=strategy)
+    for bad in (0.0, -1e-3, np.nan, np.inf):
+        messages = []
+        for chain in (cpu, cuda):
+            with pytest.raises(ValueError, match="must be positive and finite") as info:
+                chain.run(np.array([1e-4, 1e-4, bad, 1e-4]))
+            messages.append(str(info.value))
+        assert messages[0] == messages[1]  # the same iteration named: the first two ran
+        assert cpu.iteration == cuda.iteration
+    for a, b in zip(cpu.get_state()[:2], cuda.get_state()[:2]):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-13)
+
+
+def test_sparse_launch_layouts_share_the_entry_lists(shim):
+    """The nnz-long term lists are the same for every part: on the device once, not B times."""
+    _, cuda, _ = chains_on_the_host(shim, True, 1.0, "exponential", strategy="launches")
+    for key in ("w_terms", "h_terms"):
+        assert all(layout[key] is cuda.layouts[0][key] for layout in cuda.layouts)
+        assert all("w_partner" not in layout for layout in cuda.layouts)
+
+
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("n_blocks", [3, 7])
 @pytest.mark.parametrize("beta, prior", [(0.5, "exponential"), (2.0, "gaussian")])
@@ -353,7 +392,7 @@ def test_ring_strategy_is_chosen_only_where_it_applies(shim):
         chain(multiprocessors=2, strategy="ring")
     wide = pymf.TweedieNMF(400, beta=1.0)  # W_b twice and H_c: 400 * 29 doubles > 48 KB
     assert chain(model=wide).strategy == "launches"
-    with pytest.raises(ValueError, match="bytes of shared memory, over the device's 49152"):
+    with pytest.raises(ValueError, match="bytes of shared memory, over the device's 48128"):
         chain(model=wide, strategy="ring")
     # a device that lets a kernel opt in to more (an H100: 227 KB): the ring, with the opt-in
     roomy = chain(model=wide, shared_limit=227 * 1024)
@@ -376,7 +415,7 @@ def test_ring_kernel_without_a_resident_block_raises_and_keeps_the_state(shim):
     cuda.run(steps[:2])
     W0, Ht0, t0 = cuda.get_state()
     device.absent_block = 0
-    cuda.ring_spin_limit = 20_000
+    cuda.ring_wait_seconds = 0.05
     with pytest.raises(RuntimeError, match="waited in vain"):
         cuda.run(steps)
     W1, Ht1, t1 = cuda.get_state()
