@@ -278,8 +278,17 @@ def part_layout(data, part, block_order=None):
 
 
 def _read_kernel_source():
+    """cuda/psgld.cu, headed by a digest of the C headers it includes: pycuda's and CuPy's
+    on-disk caches key on the source text, so a changed header must change the text."""
+    import hashlib
+    digest = hashlib.sha256()
+    headers = os.path.join(include_dir(), "pymf")
+    for name in sorted(os.listdir(headers)):
+        if name.endswith(".h"):
+            with open(os.path.join(headers, name), "rb") as fh:
+                digest.update(name.encode() + b"\0" + fh.read())
     with open(kernel_source()) as fh:
-        return fh.read()
+        return f"// pymf headers sha256 {digest.hexdigest()}\n" + fh.read()
 
 
 @functools.lru_cache(maxsize=None)

@@ -22,9 +22,13 @@ KERNELS = [f"{name}_{suffix}" for name in gpu.KERNEL_NAMES for suffix in ("f32",
 @pytest.mark.skipif(NVCC is None, reason="nvcc (the CUDA toolkit) is not installed")
 @pytest.mark.parametrize("target", ["--ptx", "sm_80", "sm_90"])
 def test_kernels_compile_with_nvcc(tmp_path, target):
+    """The very text the loaders compile: cuda/psgld.cu headed by the digest of its headers."""
     out = tmp_path / "psgld.out"
+    source = tmp_path / "psgld.cu"
+    source.write_text(gpu._read_kernel_source())
+    assert source.read_text().startswith("// pymf headers sha256 ")
     flags = ["--ptx", "-arch=sm_80"] if target == "--ptx" else ["--cubin", f"-arch={target}"]
-    done = subprocess.run([NVCC, "-std=c++14", "-I", gpu.include_dir(), *flags, gpu.kernel_source(),
+    done = subprocess.run([NVCC, "-std=c++14", "-I", gpu.include_dir(), *flags, str(source),
                            "-o", str(out)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     if target == "--ptx":
