@@ -74,17 +74,31 @@ __device__ void factors_dense(const T *V, const T *W, const T *Ht, T *G, const l
     const bool col_ok = j < col_start[c + 1];
     /* the H^T rows this tile needs, loaded by the tile's threadIdx.y lanes */
     const long long j_load = col_start[c] + tile_col * PYMF_TILE + threadIdx.y;
-    T mu = 0;
+    /* mu in pymf_dot's order (and entry_dot's for float): four partial sums over k mod 4,
+     * the tail beyond the last whole group of four in the first; tiles are 16 wide, so a
+     * group of four never straddles two tiles */
+    T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     for (int k0 = 0; k0 < rank; k0 += PYMF_TILE) {
         const int k = k0 + threadIdx.x;
         w_tile[threadIdx.y][threadIdx.x] = (row_ok && k < rank) ? W[i * rank + k] : T(0);
         h_tile[threadIdx.y][threadIdx.x] =
             (j_load < col_start[c + 1] && k < rank) ? Ht[j_load * rank + k] : T(0);
         __syncthreads();
-        for (int kk = 0; kk < PYMF_TILE; ++kk)
-            mu += w_tile[threadIdx.y][kk] * h_tile[threadIdx.x][kk];
+        const T *w = w_tile[threadIdx.y], *h = h_tile[threadIdx.x];
+        for (int kk = 0; kk < PYMF_TILE && k0 + kk < rank; kk += 4) {
+            if (k0 + kk + 4 <= rank) {
+                s0 += w[kk] * h[kk];
+                s1 += w[kk + 1] * h[kk + 1];
+                s2 += w[kk + 2] * h[kk + 2];
+                s3 += w[kk + 3] * h[kk + 3];
+            } else {
+                for (int q = kk; k0 + q < rank; ++q)
+                    s0 += w[q] * h[q];
+            }
+        }
         __syncthreads();
     }
+    const T mu = (s0 + s1) + (s2 + s3);
     if (row_ok && col_ok) {
         const double floored = pymf_tweedie_floor_mu((double)mu, (double)beta);
         const double g = pymf_tweedie_dlogp_dmu_floored((double)V[i * n_cols + j], floored,
@@ -255,12 +269,12 @@ template <typename T> __device__ __forceinline__ T ring_load(const T *x) { retur
 template <typename T> __device__ __forceinline__ void ring_store(T *x, T v) { __stcg(x, v); }
 #endif
 
-/* Thread 0 polls the neighbour's counter until it reaches `needed`; false if it has not
- * within wait_limit_ns nanoseconds. */
+/* Thread 0 polls the neighbour's counter until it reaches `needed`; false (in every thread)
+ * if it has not within wait_limit_ns nanoseconds. */
 __device__ __forceinline__ bool ring_wait(const int *counter, int needed,
                                           long long wait_limit_ns, int *stalled)
 {
-    __shared__ int ok;
+    int ok = 1;
     if (threadIdx.x == 0) {
         const unsigned long long start = ring_clock_ns();
         while (ring_progress_of(counter) < needed &&
@@ -271,10 +285,7 @@ __device__ __forceinline__ bool ring_wait(const int *counter, int needed,
             atomicOr(stalled, 1);
         __threadfence();
     }
-    __syncthreads();
-    const bool result = ok;
-    __syncthreads(); /* `ok` is reused by the next wait */
-    return result;
+    return __syncthreads_and(ok) != 0; /* a barrier that also tells every thread thread 0's ok */
 }
 
 /* The block (b, c) a ring thread block meets, as the ring loop sees it: its entries (for G),

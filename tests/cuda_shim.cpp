@@ -1,12 +1,19 @@
 // Runs the kernels of cuda/psgld.cu on the CPU: CUDA's keywords are defined away and a
-// launch is a loop over the grid (threads of a block run one after the other, which is exact
-// for kernels without __syncthreads). The ring kernel's loops are block-strided, so it runs
-// with one thread per block, each block on its own std::thread: its blocks really do wait
-// for one another through the progress counters, as on the GPU. Built and driven by
-// tests/test_cuda.py.
+// launch is a loop over the grid. Three ways to run a grid:
+//   launch:                   threads of a block one after the other (exact for kernels
+//                             without __syncthreads);
+//   launch_threads:           every thread of a block on its own std::thread, __syncthreads a
+//                             real barrier and __shared__ memory shared by them (the dense
+//                             factor kernel's tiles); blocks one after the other;
+//   launch_concurrent_blocks: one thread per block, every block on its own std::thread (the
+//                             ring kernels: block-strided loops, blocks that really wait for
+//                             one another through the progress counters, as on the GPU).
+// Built and driven by tests/test_cuda.py.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -21,8 +28,42 @@ static thread_local pymf_dim3 threadIdx, blockIdx, blockDim, gridDim;
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(n)
-#define __shared__ static thread_local
-#define __syncthreads()
+#define __shared__ static /* one block runs at a time wherever a kernel has __shared__ */
+
+// A reusable barrier for the threads of one block (C++14 has no std::barrier).
+class BlockBarrier {
+  public:
+    explicit BlockBarrier(unsigned n) : count_(n) {}
+    void wait()
+    {
+        std::unique_lock<std::mutex> lock(mutex_);
+        const unsigned long generation = generation_;
+        if (++waiting_ == count_) {
+            waiting_ = 0;
+            ++generation_;
+            changed_.notify_all();
+        } else {
+            changed_.wait(lock, [&] { return generation != generation_; });
+        }
+    }
+
+  private:
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    unsigned count_, waiting_ = 0;
+    unsigned long generation_ = 0;
+};
+static thread_local BlockBarrier *block_barrier = nullptr; // set by launch_threads only
+static void __syncthreads()
+{
+    if (block_barrier != nullptr)
+        block_barrier->wait();
+}
+static int __syncthreads_and(int predicate) // one thread per block wherever it is used
+{
+    __syncthreads();
+    return predicate;
+}
 #define __threadfence() std::atomic_thread_fence(std::memory_order_seq_cst)
 static int atomicOr(int *address, int value)
 {
@@ -78,6 +119,31 @@ extern "C" void shim_update_factors_f64(PYMF_UPDATE_FACTORS_PARAMS(double))
            [&] { psgld_update_factors_f64(PYMF_UPDATE_FACTORS_ARGS); });
 }
 
+// Every thread of every block on its own std::thread, block after block.
+template <typename Kernel>
+static void launch_threads(pymf_dim3 grid, pymf_dim3 block, Kernel kernel)
+{
+    for (unsigned bz = 0; bz < grid.z; ++bz)
+        for (unsigned by = 0; by < grid.y; ++by)
+            for (unsigned bx = 0; bx < grid.x; ++bx) {
+                BlockBarrier barrier(block.x * block.y * block.z);
+                std::vector<std::thread> threads;
+                for (unsigned tz = 0; tz < block.z; ++tz)
+                    for (unsigned ty = 0; ty < block.y; ++ty)
+                        for (unsigned tx = 0; tx < block.x; ++tx)
+                            threads.emplace_back([=, &barrier] {
+                                gridDim = grid;
+                                blockDim = block;
+                                blockIdx = {bx, by, bz};
+                                threadIdx = {tx, ty, tz};
+                                block_barrier = &barrier;
+                                kernel();
+                            });
+                for (auto &thread : threads)
+                    thread.join();
+            }
+}
+
 // One std::thread per block, one thread per block, `shared_bytes` of shared memory each;
 // block `absent` (if any) never runs, as a block that is never made resident.
 template <typename Kernel>
@@ -103,6 +169,17 @@ static void launch_concurrent_blocks(unsigned grid_x, size_t shared_bytes, int a
 // the kernel's own parameter list, so that the CPU tests drive the GPU chain's iteration
 // itself (tests/test_cuda.py, HostShimDevice).
 #define SHIM_LAUNCHERS(T, SUFFIX)                                                                \
+    extern "C" void shim_launch_factors_dense_##SUFFIX(                                          \
+        unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x, unsigned block_y,   \
+        const T *V, const T *W, const T *Ht, T *G, const long long *row_start,                   \
+        const long long *col_start, int n_blocks, int part, long long n_cols, int rank,          \
+        long long max_width, T beta, T coef)                                                     \
+    {                                                                                            \
+        launch_threads({grid_x, grid_y, grid_z}, {block_x, block_y, 1}, [=] {                    \
+            psgld_factors_dense_##SUFFIX(V, W, Ht, G, row_start, col_start, n_blocks, part,      \
+                                         n_cols, rank, max_width, beta, coef);                   \
+        });                                                                                      \
+    }                                                                                            \
     extern "C" void shim_launch_factors_sparse_##SUFFIX(                                         \
         unsigned grid_x, unsigned block_x, const int *rows, const int *cols, const T *vals,      \
         const long long *entries, long long n, const T *W, const T *Ht, T *G, int rank, T beta,  \

@@ -1,6 +1,8 @@
 """The CUDA path. Without a GPU: nvcc compiles every kernel (PTX, and cubins for sm_80 and
-sm_90), the element-wise kernels run on the CPU under a C++ shim and reproduce the C sampler,
-and so does the GPU chain's own iteration (pymf.gpu.CudaPSGLDChain) driven through that shim.
+sm_90), every kernel runs on the CPU under a C++ shim (threads for CUDA threads where a kernel
+has barriers, threads for blocks where the ring kernels' blocks wait for one another) and
+reproduces the C sampler bit for bit, and so does the GPU chain's own iteration
+(pymf.gpu.CudaPSGLDChain, both strategies) driven through that shim.
 With a GPU and pycuda or CuPy: the GPU chain follows the CPU chain and samples the same
 posterior. Each test skips, naming what is missing, where its tool is absent."""
 import ctypes
@@ -57,6 +59,8 @@ def shim(tmp_path_factory):
         getattr(lib, f"shim_launch_update_factors_{suffix}").argtypes = [
             ctypes.c_uint, ctypes.c_uint] + update_types
         I, U64 = ctypes.c_int, ctypes.c_ulonglong
+        getattr(lib, f"shim_launch_factors_dense_{suffix}").argtypes = [ctypes.c_uint] * 5 + [
+            P, P, P, P, P, P, I, I, L, I, L, real, real]
         ring_types = [P, P, P, P, I, I, L, L, real, P, P, I, U64, D, D, I, U64, P, L, P, P]
         launch_types = [ctypes.c_uint, ctypes.c_uint, ctypes.c_size_t, I]
         getattr(lib, f"shim_launch_ring_dense_{suffix}").argtypes = launch_types + [P, L] + ring_types
@@ -150,10 +154,9 @@ def test_kernels_on_cpu_reproduce_the_c_sampler(shim, sparse, beta, prior):
 class HostShimDevice:
     """pymf.gpu's device interface over host memory, for CudaPSGLDChain on the CPU: each
     launch runs the grid that the chain chose through the C++ shim, with the kernel's own
-    arguments. The dense factor kernel (shared-memory tiles and __syncthreads, GPU only) is
-    replaced by its NumPy definition; the sparse, row-update and ring kernels run as written
-    (the ring kernel's blocks on concurrent threads; `absent_block` never runs, as a block that
-    is never made resident)."""
+    arguments; every kernel runs as written (the dense factor kernel with a std::thread per
+    CUDA thread and real barriers, the ring kernels' blocks on concurrent threads;
+    `absent_block` never runs, as a block that is never made resident)."""
 
     name = "host-shim"
     null = None
@@ -201,7 +204,9 @@ class HostShimDevice:
         assert shared_bytes <= max(gpu.DEFAULT_SHARED_LIMIT, self.allowed_shared.get(name, 0))
         self.launched.append(name)
         if name == "psgld_factors_dense":
-            dense_factors(*args)
+            assert block[2] == 1
+            getattr(self.lib, f"shim_launch_factors_dense_{suffix}")(
+                *grid, *block[:2], *[ptr(a) if isinstance(a, np.ndarray) else a.item() for a in args])
             return
         assert grid[1:] == (1, 1) and block[1:] == (1, 1)
         launcher = getattr(self.lib, f"shim_launch_{name[len('psgld_'):]}_{suffix}")
@@ -239,8 +244,9 @@ def chains_on_the_host(shim, sparse, beta, prior, dtype=np.float64, check_every=
 @pytest.mark.parametrize("beta, prior", [(0.5, "exponential"), (2.0, "gaussian")])
 def test_gpu_chain_iteration_on_host_shim_reproduces_the_c_sampler(shim, sparse, beta, prior):
     """CudaPSGLDChain.run itself (layouts, launch sizes, argument lists, noise streams, buffer
-    swaps) with the kernels run on the CPU: the C sampler's chain, bit for bit where the
-    kernels do the C core's operations (sparse), to rounding where NumPy computes G (dense)."""
+    swaps) with every kernel run on the CPU as written (the dense factor kernel's 16 x 16
+    threads with real barriers over shared-memory tiles): the C sampler's chain, bit for bit,
+    since the kernels do the C core's operations in its order."""
     cpu, cuda, device = chains_on_the_host(shim, sparse, beta, prior)
     steps = 1e-3 / np.arange(1, 7) ** 0.51  # every part twice
     for eps in steps:
@@ -249,12 +255,7 @@ def test_gpu_chain_iteration_on_host_shim_reproduces_the_c_sampler(shim, sparse,
         W_c, Ht_c, t_c = cpu.get_state()
         W_g, Ht_g, t_g = cuda.get_state()
         assert t_g == t_c
-        if sparse:
-            assert np.array_equal(W_g, W_c) and np.array_equal(Ht_g, Ht_c)
-        else:
-            np.testing.assert_allclose(W_g, W_c, rtol=1e-11, atol=1e-13)
-            np.testing.assert_allclose(Ht_g, Ht_c, rtol=1e-11, atol=1e-13)
-            cuda.set_state(W_c, Ht_c, t_c)  # no drift of rounding from iteration to iteration
+        assert np.array_equal(W_g, W_c) and np.array_equal(Ht_g, Ht_c)
     factors = "psgld_factors_sparse" if sparse else "psgld_factors_dense"
     assert device.launched == [factors, "psgld_update_factors"] * len(steps)
 
@@ -367,16 +368,45 @@ def test_ring_kernel_on_host_shim_reproduces_the_c_sampler(shim, beta, prior, n_
     assert device.launched == ["psgld_ring_sparse" if sparse else "psgld_ring_dense"] * 3
 
 
-def test_ring_kernel_and_launches_give_the_same_chain(shim):
-    """The two strategies of CudaPSGLDChain on one dense problem: the same chain (the launch
-    path's dense G comes from NumPy in the shim, hence rounding)."""
-    _, ring, _ = chains_on_the_host(shim, False, 2.0, "gaussian", strategy="ring")
-    _, launches, _ = chains_on_the_host(shim, False, 2.0, "gaussian", strategy="launches")
+@pytest.mark.parametrize("sparse", [False, True])
+def test_ring_kernel_and_launches_give_the_same_chain(shim, sparse):
+    """The two strategies of CudaPSGLDChain on one problem: the same chain, bit for bit."""
+    _, ring, _ = chains_on_the_host(shim, sparse, 2.0, "gaussian", strategy="ring")
+    _, launches, _ = chains_on_the_host(shim, sparse, 2.0, "gaussian", strategy="launches")
     steps = 1e-3 / np.arange(1, 8) ** 0.51
     ring.run(steps)
     launches.run(steps)
     for a, b in zip(ring.get_state()[:2], launches.get_state()[:2]):
-        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+        assert np.array_equal(a, b)
+
+
+def test_dense_factor_kernel_with_many_tiles_and_a_ragged_rank(shim):
+    """psgld_factors_dense_* where tiles, blocks and the rank do not line up (70 x 50 on 2
+    blocks: 3 x 2 tiles of 16 per block; rank 21: two tiles of k, a ragged last group of
+    four): the C sampler's chain bit for bit, and G equal to its NumPy definition."""
+    rng = np.random.default_rng(8)
+    V = rng.gamma(2.0, 1.0, (70, 50))
+    data = _blocks.BlockedData.from_dense(V, 2, True, 3)
+    W, Ht = rng.uniform(0.1, 0.5, (70, 21)), rng.uniform(0.1, 0.5, (50, 21))
+    cpu = _sgld.LangevinChain(data, "psgld", 21, 1.5, 1.0, "exponential", 1.0, 1.0, 5, 1)
+    device = HostShimDevice(shim)
+    cuda = gpu.CudaPSGLDChain(data, pymf.TweedieNMF(21, beta=1.5), pymf.PSGLD(blocks=2), 5,
+                              device=device, strategy="launches")
+    for chain in (cpu, cuda):
+        chain.set_state(W, Ht, 0)
+        chain.run(np.full(4, 1e-4))
+    W_g, Ht_g, _ = cuda.get_state()
+    W_c, Ht_c, _ = cpu.get_state()
+    assert np.array_equal(W_g, W_c) and np.array_equal(Ht_g, Ht_c)
+    G_kernel, G_numpy = np.zeros(70 * cuda.max_width), np.zeros(70 * cuda.max_width)
+    head = (cuda.V, W_g, Ht_g)
+    tail = (cuda.row_start, cuda.col_start, np.int32(2), np.int32(1), np.int64(50), np.int32(21),
+            np.int64(cuda.max_width), np.float64(1.5), np.float64(0.7))
+    tiles = -(-cuda.max_width // 16) * -(-cuda.max_height // 16)
+    device.launch(cuda.factors, (tiles, 1, 2), (16, 16, 1), (*head, G_kernel, *tail))
+    dense_factors(*head, G_numpy, *tail)
+    assert np.count_nonzero(G_numpy) == 70 * 25  # every entry of the part, each block 25 wide
+    np.testing.assert_allclose(G_kernel, G_numpy, rtol=1e-12, atol=1e-14)
 
 
 def test_ring_strategy_is_chosen_only_where_it_applies(shim):
