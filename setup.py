@@ -81,9 +81,23 @@ extensions = [binding(name) for name in ("_status", "_core_info", "_blocks", "_t
 
 
 
+def cuda_sources_module():
+    """cuda/__init__.py (pymf.cuda: kernel text and fatbin helpers, standard library only),
+    loaded from the source tree before pymf exists."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("pymf_cuda_sources",
+                                                  os.path.join("cuda", "__init__.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 class build_py_with_headers(build_py):
     """Ships the C core's headers inside pymf.cuda: the CUDA kernels include them at run
-    time (pycuda compiles cuda/psgld.cu on the GPU machine), one copy of every formula."""
+    time (pycuda or CuPy compiles cuda/psgld.cu on the GPU machine), one copy of every
+    formula. Where nvcc is here, also builds psgld.fatbin (sm_80, sm_90, PTX) so that a GPU
+    machine without the CUDA toolkit can load the kernels; PYMF_NO_FATBIN=1 skips it, and a
+    failure only warns (the kernels are then compiled at first use)."""
 
     def run(self):
         super().run()
@@ -91,6 +105,16 @@ class build_py_with_headers(build_py):
         self.mkpath(target)
         for header in glob.glob(os.path.join("core", "include", "pymf", "*.h")):
             self.copy_file(header, target)
+        nvcc = shutil.which("nvcc")
+        if nvcc is None or os.environ.get("PYMF_NO_FATBIN"):
+            return
+        sources = cuda_sources_module()
+        include = os.path.join("core", "include")
+        try:
+            text = sources.kernel_text(os.path.join("cuda", "psgld.cu"), include)
+            sources.build_fatbin(nvcc, text, include, os.path.join(self.build_lib, "pymf", "cuda"))
+        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+            print(f"warning: no prebuilt CUDA kernels ({exc}); they will be compiled at first use")
 
 
 setup(

@@ -278,32 +278,47 @@ def part_layout(data, part, block_order=None):
 
 
 def _read_kernel_source():
-    """cuda/psgld.cu, headed by a digest of the C headers it includes: pycuda's and CuPy's
-    on-disk caches key on the source text, so a changed header must change the text."""
-    import hashlib
-    digest = hashlib.sha256()
-    headers = os.path.join(include_dir(), "pymf")
-    for name in sorted(os.listdir(headers)):
-        if name.endswith(".h"):
-            with open(os.path.join(headers, name), "rb") as fh:
-                digest.update(name.encode() + b"\0" + fh.read())
-    with open(kernel_source()) as fh:
-        return f"// pymf headers sha256 {digest.hexdigest()}\n" + fh.read()
+    """cuda/psgld.cu headed by the digest of its headers (pymf.cuda.kernel_text)."""
+    from pymf import cuda
+    return cuda.kernel_text(kernel_source(), include_dir())
+
+
+def prebuilt_fatbin():
+    """The fatbin setup.py built from exactly this source and these headers, or None (no
+    nvcc at install time, an editable install, or sources changed since)."""
+    from pymf import cuda
+    return cuda.prebuilt_fatbin(kernel_dir(), _read_kernel_source())
 
 
 @functools.lru_cache(maxsize=None)
 def _pycuda_module(arch):
-    """Compile cuda/psgld.cu once per architecture (pycuda caches the cubin on disk too)."""
+    """The kernels for this architecture: the prebuilt fatbin where it loads (a driver and no
+    toolkit is enough), else cuda/psgld.cu compiled by nvcc (pycuda caches the cubin)."""
+    import pycuda.driver as driver
     from pycuda.compiler import SourceModule
+    fatbin = prebuilt_fatbin()
+    if fatbin is not None:
+        try:
+            return driver.module_from_file(fatbin)
+        except driver.Error:  # e.g. a driver older than the toolkit that built it
+            pass
     return SourceModule(_read_kernel_source(), no_extern_c=True, include_dirs=[include_dir()],
                         arch=arch, options=["-std=c++14"])
 
 
 @functools.lru_cache(maxsize=None)
 def _cupy_module():
-    """Compile cuda/psgld.cu with nvcc (the kernels include C headers that NVRTC lacks);
-    CuPy targets the current device and caches the binary on disk."""
+    """As _pycuda_module, through CuPy: the prebuilt fatbin, else nvcc (the kernels include C
+    headers that NVRTC lacks); CuPy targets the current device and caches the binary."""
     import cupy
+    fatbin = prebuilt_fatbin()
+    if fatbin is not None:
+        try:
+            module = cupy.RawModule(path=fatbin)
+            module.get_function(f"{KERNEL_NAMES[0]}_f64")  # loads it: fails here, not later
+            return module
+        except cupy.cuda.driver.CUDADriverError:
+            pass
     return cupy.RawModule(code=_read_kernel_source(), backend="nvcc",
                           options=("-std=c++14", "-I" + include_dir()))
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import pymf
+import pymf.cli
 from pymf import _blocks, _sgld, _tweedie, gpu
 
 NVCC = shutil.which("nvcc")
@@ -37,6 +38,32 @@ def test_kernels_compile_with_nvcc(tmp_path, target):
         ptx = out.read_text()
         for name in KERNELS:
             assert f".entry {name}(" in ptx, name
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc (the CUDA toolkit) is not installed")
+def test_fatbin_holds_every_kernel_and_is_used_only_for_its_own_source(tmp_path):
+    from pymf import cuda
+    text = gpu._read_kernel_source()
+    path = cuda.build_fatbin(NVCC, text, gpu.include_dir(), str(tmp_path))
+    with open(path, "rb") as fh:
+        binary = fh.read()
+    for name in KERNELS:
+        assert name.encode() in binary, name
+    assert cuda.prebuilt_fatbin(str(tmp_path), text) == path
+    assert cuda.prebuilt_fatbin(str(tmp_path), text + "// edited\n") is None  # stale: compile
+    os.remove(os.path.join(str(tmp_path), cuda.FATBIN_DIGEST))
+    assert cuda.prebuilt_fatbin(str(tmp_path), text) is None
+    with pytest.raises(RuntimeError, match="nvcc could not build"):
+        cuda.build_fatbin(NVCC, text + "\nthis is not C++;\n", gpu.include_dir(), str(tmp_path))
+
+
+def test_installed_package_carries_a_fatbin_of_its_own_source():
+    """`pip install .` with nvcc present ships psgld.fatbin built from the installed text,
+    so a GPU machine needs only a driver; an editable install has none and compiles."""
+    editable = os.path.exists(os.path.join(os.path.dirname(gpu.kernel_dir()), "setup.py"))
+    assert (gpu.prebuilt_fatbin() is not None) == (NVCC is not None and not editable)
+    assert pymf.cli.info()["cuda_kernels"].startswith(
+        "prebuilt" if gpu.prebuilt_fatbin() else "compiled")
 
 
 @pytest.fixture(scope="module")
