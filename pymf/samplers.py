@@ -192,28 +192,34 @@ class PSGLD(_Langevin):
     part_order: "cyclic" (part (t-1) mod B) or "random" (part p with probability |Pi_p|/N).
     permute:    shuffle rows and columns (seeded) before cutting, to balance sparse blocks.
     backend:    "cpu" (OpenMP) or "cuda" (pymf.gpu; an error where no GPU is usable).
+    dtype:      "float64", or "float32" on the GPU (the CPU sampler is float64 only).
     """
     kind = "psgld"
 
     def __init__(self, blocks, step_size=1e-3, part_order="cyclic", permute=False,
-                 n_threads=None, backend="cpu"):
+                 n_threads=None, backend="cpu", dtype="float64"):
         super().__init__(step_size, _check_blocks(blocks), n_threads, permute)
         if part_order not in ("cyclic", "random"):
             raise ValueError(f"part_order must be 'cyclic' or 'random', got {part_order!r}")
         if backend not in ("cpu", "cuda"):
             raise ValueError(f"backend must be 'cpu' or 'cuda', got {backend!r}")
+        if dtype not in ("float64", "float32"):
+            raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
+        if dtype == "float32" and backend != "cuda":
+            raise ValueError("dtype='float32' runs on backend='cuda' only; the CPU sampler is float64")
         self.part_order = part_order
         self.backend = backend
+        self.dtype = dtype
 
     def make_chain(self, data, model, noise_seed, schedule_seed, batch_size):
         if self.backend == "cuda":
             from pymf import gpu
-            return gpu.CudaPSGLDChain(data, model, self, noise_seed)
+            return gpu.CudaPSGLDChain(data, model, self, noise_seed, dtype=np.dtype(self.dtype))
         return super().make_chain(data, model, noise_seed, schedule_seed, batch_size)
 
     def params(self):
         out = super().params()
-        out.update(part_order=self.part_order, backend=self.backend)
+        out.update(part_order=self.part_order, backend=self.backend, dtype=self.dtype)
         return out
 
     def __repr__(self):

@@ -486,6 +486,48 @@ def test_ring_kernel_without_a_resident_block_raises_and_keeps_the_state(shim):
     assert cuda.iteration == t0 + 1
 
 
+@pytest.fixture
+def shim_as_gpu(shim, monkeypatch):
+    """pymf.gpu reaching the host shim as if it were a GPU: pymf.sample(backend="cuda") then
+    runs its whole pipeline (CudaPSGLDChain, kept samples, traces) on the CPU."""
+    monkeypatch.setattr(gpu, "available", lambda: True)
+    monkeypatch.setattr(gpu, "open_device", lambda: HostShimDevice(shim))
+    monkeypatch.setattr(gpu, "loader", lambda: "host-shim")
+
+
+def poisson_nmf_data(n_rows, n_cols, rank, sparse):
+    """Poisson-NMF data: the dense matrix, or half of its entries as Ratings."""
+    V, _, _ = pymf.datasets.make_tweedie_nmf(n_rows, n_cols, rank, seed=1)
+    if not sparse:
+        return V
+    rows, cols = np.nonzero(np.random.default_rng(0).random(V.shape) < 0.5)
+    return pymf.Ratings(rows, cols, V[rows, cols], shape=V.shape)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_sample_with_cuda_backend_on_host_shim_equals_cpu_backend(shim_as_gpu, sparse):
+    data = poisson_nmf_data(40, 36, 4, sparse)
+    model = pymf.TweedieNMF(4)
+    runs = {backend: pymf.sample(model, data, pymf.PSGLD(blocks=4, step_size=1e-4, backend=backend),
+                                 n_samples=30, burnin=10, thin=3, seed=2, progress=False)
+            for backend in ("cpu", "cuda")}
+    assert np.array_equal(runs["cuda"].W_samples, runs["cpu"].W_samples)
+    assert np.array_equal(runs["cuda"].H_samples, runs["cpu"].H_samples)
+    assert np.array_equal(runs["cuda"].trace["loglik"], runs["cpu"].trace["loglik"])
+    single = pymf.sample(model, data, pymf.PSGLD(blocks=4, step_size=1e-4, backend="cuda",
+                                                 dtype="float32"),
+                         n_samples=30, burnin=10, thin=3, seed=2, progress=False)
+    np.testing.assert_allclose(single.W_mean, runs["cpu"].W_mean, rtol=1e-4, atol=1e-6)
+
+
+def test_psgld_dtype_is_checked():
+    assert pymf.PSGLD(blocks=2, backend="cuda", dtype="float32").params()["dtype"] == "float32"
+    with pytest.raises(ValueError, match="backend='cuda' only"):
+        pymf.PSGLD(blocks=2, dtype="float32")
+    with pytest.raises(ValueError, match="dtype must be"):
+        pymf.PSGLD(blocks=2, backend="cuda", dtype="float16")
+
+
 def test_cuda_backend_is_registered_and_refuses_without_gpu():
     reason = gpu.available()
     if reason is True:
@@ -502,12 +544,7 @@ needs_gpu = pytest.mark.skipif(GPU_STATE is not True, reason=f"no usable GPU: {G
 @needs_gpu
 @pytest.mark.parametrize("sparse", [False, True])
 def test_gpu_chain_follows_cpu_chain(sparse):
-    V, _, _ = pymf.datasets.make_tweedie_nmf(96, 80, 8, seed=1)
-    data = V
-    if sparse:
-        mask = np.random.default_rng(0).random(V.shape) < 0.5
-        rows, cols = np.nonzero(mask)
-        data = pymf.Ratings(rows, cols, V[mask], shape=V.shape)
+    data = poisson_nmf_data(96, 80, 8, sparse)
     model = pymf.TweedieNMF(8)
     runs = [pymf.sample(model, data, pymf.PSGLD(blocks=4, step_size=1e-4, backend=backend),
                         n_samples=10, seed=2) for backend in ("cpu", "cuda")]
