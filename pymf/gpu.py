@@ -6,16 +6,22 @@ available() returns True, or a string saying why the GPU path cannot be used.
 pymf.PSGLD(..., backend="cuda") runs through CudaPSGLDChain; where the GPU is unusable that
 is an error, never a silent fall-back to the CPU.
 
-The kernels include the C core's headers (shipped in pymf/cuda/include), compiled at first
-use for the device's own architecture: pycuda's SourceModule (no_extern_c=True) within the
-primary context (never pycuda.autoinit), or CuPy's RawModule through nvcc. pycuda is the
-primary loader; CuPy is the fall-back for machines where pycuda cannot be built (CuPy ships
-as wheels). Both sit behind the same small device interface (_PycudaDevice, _CupyDevice:
-arrays to and from the device, kernels, launches), so CudaPSGLDChain has one iteration
-for both, and the CPU tests drive that very iteration with a third device that runs the
-kernels through a C++ host shim (tests/test_cuda.py). part_layout() computes, for a part of
-the block grid, the index arrays that let one thread per (row, group of 4 factors) sum its
-gradient without atomics.
+The kernels include the C core's headers (shipped in pymf/cuda/include). They come from the
+fatbin built at install time where it matches the installed source and the driver loads it
+(pymf.cuda, prebuilt_fatbin()), else they are compiled at first use for the device's own
+architecture: pycuda's SourceModule (no_extern_c=True) within the primary context (never
+pycuda.autoinit), or CuPy's RawModule through nvcc. pycuda is the primary loader; CuPy is
+the fall-back for machines where pycuda cannot be built (CuPy ships as wheels). Both sit
+behind the same small device interface (_PycudaDevice, _CupyDevice: arrays to and from the
+device, kernels, launches, shared-memory opt-in), so CudaPSGLDChain has one iteration for
+both, and the CPU tests drive that very iteration with a third device that runs the kernels
+through a C++ host shim (tests/test_cuda.py).
+
+CudaPSGLDChain reaches the GPU in one of two ways (its `strategy`), the same chain either
+way: a ring kernel running a chunk of iterations per launch where the blocks fit in shared
+memory, or two launches per iteration; for the latter, part_layout() computes, for a part
+of the block grid, the index arrays that let one thread per (row, group of 4 factors) sum
+its gradient without atomics.
 """
 import functools
 import os
