@@ -25,8 +25,8 @@ import pymf
 import pymf.cli
 from pymf import _blocks, gpu
 
-THREADS_INFO = pymf.cli.info()
-THREADS = THREADS_INFO["openmp_threads"]
+INFO = pymf.cli.info()
+THREADS = INFO["openmp_threads"]
 
 
 def bytes_per_iteration(I, J, K, B, size, strategy):
@@ -101,7 +101,7 @@ def main():
     print(json.dumps({"benchmark": "psgld_gpu", "I": I, "J": J, "K": K, "B": B, "T": T,
                       "repeats": args.repeats, "check_every": args.check_every,
                       "cpu_count": os.cpu_count(), "threads": THREADS,
-                      "loader": gpu.loader(), "kernels": THREADS_INFO["cuda_kernels"],
+                      "loader": gpu.loader(), "kernels": INFO["cuda_kernels"],
                       "results": rows}, indent=2))
     nan = float("nan")
     print(f"\n{'backend':>8} {'strategy':>10} {'dtype':>8} {'s/10K':>8} {'bound s/it':>11} "
