@@ -370,7 +370,6 @@ class CudaPSGLDChain:
         if self.check_every < 1:
             raise ValueError(f"check_every must be >= 1, got {check_every}")
         self.strategy = self._choose_strategy(strategy)
-        n_rows, n_cols = data.shape
         with device:
             kernels = device.kernels("f64" if self.dtype == np.float64 else "f32")
             self.row_start = device.to_device(data.row_start.astype(np.int64))
@@ -385,35 +384,47 @@ class CudaPSGLDChain:
                 block_order = sparse_block_order(data)
             self.exponential = np.int32(model.prior == "exponential")
             self.flags = device.zeros(self.check_every, np.int32)  # one per queued iteration
-            self.steps = device.zeros(self.check_every, np.float64)  # a ring launch's steps
             if self.strategy == "ring":
-                self.ring = kernels["psgld_ring_dense" if data.is_dense else "psgld_ring_sparse"]
-                device.allow_shared(self.ring, self.ring_shared_bytes())
-                coef = [data.n_observed / size / model.phi if size else 0.0 for size in self.part_sizes]
-                self.coef_of_part = device.to_device(np.asarray(coef, np.float64))
-                if data.is_dense:
-                    self.ring_data = (self.V, np.int64(n_cols))
-                else:
-                    offsets, by_column = block_order
-                    self.ring_data = (self.rows, self.cols, self.vals, device.to_device(by_column),
-                                      device.to_device(offsets))
-                self.progress = device.zeros(self.B, np.int32)
-                self.stalled = device.zeros(1, np.int32)
-                return
-            self.factors = kernels["psgld_factors_dense" if data.is_dense else "psgld_factors_sparse"]
-            self.update = kernels["psgld_update_factors"]
-            if data.is_dense:
-                self.G = device.zeros(n_rows * self.max_width, self.dtype)
-                self.layouts = [self._upload_layout(part_layout(data, p)) for p in range(self.B)]
+                self._prepare_ring(kernels, None if data.is_dense else block_order)
             else:
-                self.G = device.zeros(max(len(vals), 1), self.dtype)
-                # the entry lists shared by every part go up once (nnz each, not B * nnz)
-                layouts = [part_layout(data, p, block_order) for p in range(self.B)]
-                shared = {key: device.to_device(layouts[0][key]) for key in ("w_terms", "h_terms")}
-                self.layouts = [dict(self._upload_layout(
-                    {key: value for key, value in layout.items()
-                     if key not in ("w_terms", "h_terms", "w_partner", "h_partner")}), **shared)
-                    for layout in layouts]
+                self._prepare_launches(kernels, None if data.is_dense else block_order)
+
+    def _prepare_ring(self, kernels, block_order):
+        """The ring kernel and its inputs: per-part likelihood scales, the data (dense: V;
+        sparse: the entries and each block's column order), progress counters."""
+        device, data = self.device, self.data
+        self.ring = kernels["psgld_ring_dense" if data.is_dense else "psgld_ring_sparse"]
+        device.allow_shared(self.ring, self.ring_shared_bytes())
+        coef = [data.n_observed / size / self.model.phi if size else 0.0 for size in self.part_sizes]
+        self.coef_of_part = device.to_device(np.asarray(coef, np.float64))
+        if data.is_dense:
+            self.ring_data = (self.V, np.int64(data.shape[1]))
+        else:
+            offsets, by_column = block_order
+            self.ring_data = (self.rows, self.cols, self.vals, device.to_device(by_column),
+                              device.to_device(offsets))
+        self.steps = device.zeros(self.check_every, np.float64)  # a launch's step sizes
+        self.progress = device.zeros(self.B, np.int32)
+        self.stalled = device.zeros(1, np.int32)
+
+    def _prepare_launches(self, kernels, block_order):
+        """The two kernels of an iteration, the gradient factors G and every part's layout."""
+        device, data = self.device, self.data
+        self.factors = kernels["psgld_factors_dense" if data.is_dense else "psgld_factors_sparse"]
+        self.update = kernels["psgld_update_factors"]
+        if data.is_dense:
+            self.G = device.zeros(data.shape[0] * self.max_width, self.dtype)
+            self.layouts = [self._upload_layout(part_layout(data, p)) for p in range(self.B)]
+            return
+        self.G = device.zeros(max(data.n_observed, 1), self.dtype)
+        # the entry lists are the same for every part: on the device once (nnz, not B * nnz);
+        # the partners are self.cols and self.rows
+        layouts = [part_layout(data, p, block_order) for p in range(self.B)]
+        shared = {key: device.to_device(layouts[0][key]) for key in ("w_terms", "h_terms")}
+        common = ("w_terms", "h_terms", "w_partner", "h_partner")
+        self.layouts = [dict(self._upload_layout({key: value for key, value in layout.items()
+                                                  if key not in common}), **shared)
+                        for layout in layouts]
 
     def ring_shared_bytes(self):
         """Shared memory of one ring thread block: W_b twice (now, next), H_c (rows padded to
