@@ -31,7 +31,7 @@ import numpy as np
 KERNEL_NAMES = ("psgld_factors_dense", "psgld_factors_sparse", "psgld_update_factors",
                 "psgld_ring_dense", "psgld_ring_sparse")
 RING_THREADS = 256  # PYMF_RING_THREADS in cuda/psgld.cu (its __launch_bounds__)
-STATIC_SHARED_MARGIN = 1024  # the ring kernel's static shared memory (16 bytes), with room
+STATIC_SHARED_MARGIN = 1024  # room for static shared memory (the ring kernels have none)
 # dynamic shared memory a launch gets without opting in: 48 KB, static and dynamic together
 DEFAULT_SHARED_LIMIT = 48 * 1024 - STATIC_SHARED_MARGIN
 
@@ -72,8 +72,14 @@ class _PycudaDevice:
     def to_device(self, array):
         return self.gpuarray.to_gpu(np.ascontiguousarray(array))
 
+    # zeros, clear and copy use memset/memcpy only: pycuda's own gpuarray.zeros and fill
+    # compile element-wise kernels with nvcc, which a node running the prebuilt fatbin lacks
     def zeros(self, n, dtype):
-        return self.gpuarray.zeros(n, dtype)
+        return self.gpuarray.to_gpu(np.zeros(n, dtype))
+
+    def clear(self, array):
+        """Set a device array's bytes to zero."""
+        self.driver.memset_d8(array.gpudata, 0, array.nbytes)
 
     def empty_like(self, array):
         return self.gpuarray.empty_like(array)
@@ -137,8 +143,12 @@ class _CupyDevice:
     def to_host(self, array):
         return self.cupy.asnumpy(array)
 
+    def clear(self, array):
+        array.data.memset_async(0, array.nbytes)
+
+    # a plain device-to-device copy: cupy.copyto may build an element-wise kernel (NVRTC)
     def copy(self, dst, src):
-        self.cupy.copyto(dst, src)
+        dst.data.copy_from_device_async(src.data, src.nbytes)
 
     def upload(self, dst, host):
         dst[:len(host)].set(host)
@@ -396,7 +406,8 @@ class CudaPSGLDChain:
         self.ring = kernels["psgld_ring_dense" if data.is_dense else "psgld_ring_sparse"]
         device.allow_shared(self.ring, self.ring_shared_bytes())
         coef = [data.n_observed / size / self.model.phi if size else 0.0 for size in self.part_sizes]
-        self.coef_of_part = device.to_device(np.asarray(coef, np.float64))
+        # rounded to the real type first, as the launch path passes it: the same chain
+        self.coef_of_part = device.to_device(np.asarray(coef, self.dtype).astype(np.float64))
         if data.is_dense:
             self.ring_data = (self.V, np.int64(data.shape[1]))
         else:
@@ -507,7 +518,7 @@ class CudaPSGLDChain:
                 if not flags.any():
                     continue
                 bad = int(np.flatnonzero(flags)[0])
-                self.flags.fill(0)
+                device.clear(self.flags)
                 device.copy(self.W, self.W_saved)
                 device.copy(self.Ht, self.Ht_saved)
                 self.t = t0
@@ -527,7 +538,7 @@ class CudaPSGLDChain:
                 self._iterate(eps, self.flags[i:i + 1])
             return
         device = self.device
-        self.progress.fill(0)
+        device.clear(self.progress)
         device.upload(self.steps, np.asarray(steps, np.float64))
         device.launch(self.ring, (self.B, 1, 1), (RING_THREADS, 1, 1), (
             *self.ring_data, self.W, self.Ht, self.row_start, self.col_start, np.int32(self.B),
@@ -539,8 +550,8 @@ class CudaPSGLDChain:
             shared_bytes=int(self.ring_shared_bytes()))
         self.t += len(steps)
         if device.to_host(self.stalled).any():
-            self.stalled.fill(0)
-            self.flags.fill(0)  # flags of the iterations that ran before the stall
+            device.clear(self.stalled)
+            device.clear(self.flags)  # flags of the iterations that ran before the stall
             device.copy(self.W, self.W_saved)
             device.copy(self.Ht, self.Ht_saved)
             self.t -= len(steps)

@@ -217,6 +217,9 @@ class HostShimDevice:
     def copy(self, dst, src):
         np.copyto(dst, src)
 
+    def clear(self, array):
+        array.fill(0)
+
     def upload(self, dst, host):
         dst[:len(host)] = host
 
@@ -395,11 +398,12 @@ def test_ring_kernel_on_host_shim_reproduces_the_c_sampler(shim, beta, prior, n_
     assert device.launched == ["psgld_ring_sparse" if sparse else "psgld_ring_dense"] * 3
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("sparse", [False, True])
-def test_ring_kernel_and_launches_give_the_same_chain(shim, sparse):
+def test_ring_kernel_and_launches_give_the_same_chain(shim, sparse, dtype):
     """The two strategies of CudaPSGLDChain on one problem: the same chain, bit for bit."""
-    _, ring, _ = chains_on_the_host(shim, sparse, 2.0, "gaussian", strategy="ring")
-    _, launches, _ = chains_on_the_host(shim, sparse, 2.0, "gaussian", strategy="launches")
+    _, ring, _ = chains_on_the_host(shim, sparse, 2.0, "gaussian", dtype, strategy="ring")
+    _, launches, _ = chains_on_the_host(shim, sparse, 2.0, "gaussian", dtype, strategy="launches")
     steps = 1e-3 / np.arange(1, 8) ** 0.51
     ring.run(steps)
     launches.run(steps)
