@@ -104,15 +104,19 @@ class build_py_with_headers(build_py):
         target = os.path.join(self.build_lib, "pymf", "cuda", "include", "pymf")
         self.mkpath(target)
         for header in glob.glob(os.path.join("core", "include", "pymf", "*.h")):
-            self.copy_file(header, target)
-        nvcc = shutil.which("nvcc")
+            shutil.copy(header, target)  # always, not only when newer: no stale copy is kept
+        installed = os.path.join(self.build_lib, "pymf", "cuda")
+        shutil.copy(os.path.join("cuda", "psgld.cu"), installed)  # likewise always
+        sources = cuda_sources_module()
+        nvcc = sources.find_nvcc()
         if nvcc is None or os.environ.get("PYMF_NO_FATBIN"):
             return
-        sources = cuda_sources_module()
-        include = os.path.join("core", "include")
+        # the text from the very files that are installed, so its digest is the one the
+        # loader computes from them
+        include = os.path.join(installed, "include")
         try:
-            text = sources.kernel_text(os.path.join("cuda", "psgld.cu"), include)
-            sources.build_fatbin(nvcc, text, include, os.path.join(self.build_lib, "pymf", "cuda"))
+            text = sources.kernel_text(os.path.join(installed, "psgld.cu"), include)
+            sources.build_fatbin(nvcc, text, include, installed)
         except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
             print(f"warning: no prebuilt CUDA kernels ({exc}); they will be compiled at first use")
 

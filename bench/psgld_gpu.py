@@ -101,7 +101,7 @@ def main():
     print(json.dumps({"benchmark": "psgld_gpu", "I": I, "J": J, "K": K, "B": B, "T": T,
                       "repeats": args.repeats, "check_every": args.check_every,
                       "cpu_count": os.cpu_count(), "threads": THREADS,
-                      "loader": gpu.loader(), "kernels": INFO["cuda_kernels"],
+                      "loader": gpu.loader(), "kernels": gpu.kernel_origin() or INFO["cuda_kernels"],
                       "results": rows}, indent=2))
     nan = float("nan")
     print(f"\n{'backend':>8} {'strategy':>10} {'dtype':>8} {'s/10K':>8} {'bound s/it':>11} "

@@ -49,22 +49,39 @@ def build_fatbin(nvcc, text, include_dir, out_dir, timeout=900):
     """Compile `text` (kernel_text) into out_dir/psgld.fatbin and record its digest beside it.
     Returns the fatbin's path; raises RuntimeError with nvcc's message if it fails."""
     os.makedirs(out_dir, exist_ok=True)
+    digest_path = os.path.join(out_dir, FATBIN_DIGEST)
+    if os.path.exists(digest_path):  # an old digest must never vouch for a new fatbin
+        os.remove(digest_path)
     source = os.path.join(out_dir, "psgld_fatbin_source.cu")
     target = os.path.join(out_dir, FATBIN)
+    partial = target + ".partial"  # renamed into place only once nvcc has finished
     with open(source, "w") as fh:
         fh.write(text)
     gencode = [flag for arch in FATBIN_TARGETS for flag in ("-gencode", arch)]
     try:
         done = subprocess.run([nvcc, "-std=c++14", "-I", include_dir, "--fatbin", *gencode,
-                               source, "-o", target], capture_output=True, text=True,
+                               source, "-o", partial], capture_output=True, text=True,
                               timeout=timeout)
     finally:
         os.remove(source)
     if done.returncode != 0:
+        if os.path.exists(partial):
+            os.remove(partial)
         raise RuntimeError(f"nvcc could not build {FATBIN}: {done.stderr.strip()}")
-    with open(os.path.join(out_dir, FATBIN_DIGEST), "w") as fh:
+    os.replace(partial, target)
+    with open(digest_path, "w") as fh:
         fh.write(text_digest(text) + "\n")
     return target
+
+
+def find_nvcc():
+    """nvcc on PATH, else under $CUDA_HOME or $CUDA_PATH; None if there is none."""
+    import shutil
+    found = shutil.which("nvcc")
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")):
+        if found is None and root and os.access(os.path.join(root, "bin", "nvcc"), os.X_OK):
+            found = os.path.join(root, "bin", "nvcc")
+    return found
 
 
 def prebuilt_fatbin(directory, text):

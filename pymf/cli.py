@@ -263,7 +263,8 @@ def info():
         "openmp_threads": _core_info.default_threads(),
         "gsl": _core_info.gsl_version(),
         "cuda": f"usable through {gpu.loader()}" if gpu_state is True else f"unusable: {gpu_state}",
-        "cuda_kernels": ("prebuilt fatbin (sm_80, sm_90, PTX for later GPUs)" if gpu.prebuilt_fatbin()
+        "cuda_kernels": ("prebuilt fatbin (sm_80, sm_90, PTX for later GPUs), used where the "
+                         "driver loads it, else compiled at first use" if gpu.prebuilt_fatbin()
                          else "compiled from cuda/psgld.cu at first use (needs nvcc)"),
         "mpi": f"usable: {mpi.library_version()}" if mpi_state is True else f"unusable: {mpi_state}",
         "mpi_hint": "mpi4py uses the MPI it was built against; for a cluster's own MPI: "

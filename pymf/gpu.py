@@ -306,6 +306,15 @@ def prebuilt_fatbin():
     return cuda.prebuilt_fatbin(kernel_dir(), _read_kernel_source())
 
 
+_kernel_origin = {}  # loader name -> where its kernels came from (see kernel_origin)
+
+
+def kernel_origin():
+    """Where the kernels in use came from: "prebuilt fatbin", "compiled from source", or
+    None before any chain has loaded them."""
+    return next(iter(_kernel_origin.values()), None)
+
+
 @functools.lru_cache(maxsize=None)
 def _pycuda_module(arch):
     """The kernels for this architecture: the prebuilt fatbin where it loads (a driver and no
@@ -315,9 +324,12 @@ def _pycuda_module(arch):
     fatbin = prebuilt_fatbin()
     if fatbin is not None:
         try:
-            return driver.module_from_file(fatbin)
+            module = driver.module_from_file(fatbin)
+            _kernel_origin["pycuda"] = "prebuilt fatbin"
+            return module
         except driver.Error:  # e.g. a driver older than the toolkit that built it
             pass
+    _kernel_origin["pycuda"] = "compiled from source"
     return SourceModule(_read_kernel_source(), no_extern_c=True, include_dirs=[include_dir()],
                         arch=arch, options=["-std=c++14"])
 
@@ -332,9 +344,11 @@ def _cupy_module():
         try:
             module = cupy.RawModule(path=fatbin)
             module.get_function(f"{KERNEL_NAMES[0]}_f64")  # loads it: fails here, not later
+            _kernel_origin["cupy"] = "prebuilt fatbin"
             return module
         except cupy.cuda.driver.CUDADriverError:
             pass
+    _kernel_origin["cupy"] = "compiled from source"
     return cupy.RawModule(code=_read_kernel_source(), backend="nvcc",
                           options=("-std=c++14", "-I" + include_dir()))
 
@@ -353,7 +367,9 @@ class CudaPSGLDChain:
                   waiting only for its ring neighbour; blocks that fit in a thread block's
                   shared memory (an H100: 227 KB), B at most the device's multiprocessors
                   (all blocks must be resident at once);
-      "auto":     "ring" where it applies, else "launches"."""
+      "auto":     "ring" where it applies, else "launches"; and if a ring launch stalls
+                  (its blocks were not all resident: a shared GPU), "launches" from then on,
+                  with a warning, the chunk rerun from its first state."""
 
     ring_wait_seconds = 1.0  # how long a ring block waits for its neighbour before giving up
 
@@ -379,6 +395,7 @@ class CudaPSGLDChain:
         self.check_every = int(check_every)
         if self.check_every < 1:
             raise ValueError(f"check_every must be >= 1, got {check_every}")
+        self.requested_strategy = strategy
         self.strategy = self._choose_strategy(strategy)
         with device:
             kernels = device.kernels("f64" if self.dtype == np.float64 else "f32")
@@ -394,15 +411,17 @@ class CudaPSGLDChain:
                 block_order = sparse_block_order(data)
             self.exponential = np.int32(model.prior == "exponential")
             self.flags = device.zeros(self.check_every, np.int32)  # one per queued iteration
+            self.kernels = kernels
+            self.block_order = None if data.is_dense else block_order
             if self.strategy == "ring":
-                self._prepare_ring(kernels, None if data.is_dense else block_order)
+                self._prepare_ring()
             else:
-                self._prepare_launches(kernels, None if data.is_dense else block_order)
+                self._prepare_launches()
 
-    def _prepare_ring(self, kernels, block_order):
+    def _prepare_ring(self):
         """The ring kernel and its inputs: per-part likelihood scales, the data (dense: V;
         sparse: the entries and each block's column order), progress counters."""
-        device, data = self.device, self.data
+        device, data, kernels = self.device, self.data, self.kernels
         self.ring = kernels["psgld_ring_dense" if data.is_dense else "psgld_ring_sparse"]
         device.allow_shared(self.ring, self.ring_shared_bytes())
         coef = [data.n_observed / size / self.model.phi if size else 0.0 for size in self.part_sizes]
@@ -411,16 +430,16 @@ class CudaPSGLDChain:
         if data.is_dense:
             self.ring_data = (self.V, np.int64(data.shape[1]))
         else:
-            offsets, by_column = block_order
+            offsets, by_column = self.block_order
             self.ring_data = (self.rows, self.cols, self.vals, device.to_device(by_column),
                               device.to_device(offsets))
         self.steps = device.zeros(self.check_every, np.float64)  # a launch's step sizes
         self.progress = device.zeros(self.B, np.int32)
         self.stalled = device.zeros(1, np.int32)
 
-    def _prepare_launches(self, kernels, block_order):
+    def _prepare_launches(self):
         """The two kernels of an iteration, the gradient factors G and every part's layout."""
-        device, data = self.device, self.data
+        device, data, kernels, block_order = self.device, self.data, self.kernels, self.block_order
         self.factors = kernels["psgld_factors_dense" if data.is_dense else "psgld_factors_sparse"]
         self.update = kernels["psgld_update_factors"]
         if data.is_dense:
@@ -555,6 +574,17 @@ class CudaPSGLDChain:
             device.copy(self.W, self.W_saved)
             device.copy(self.Ht, self.Ht_saved)
             self.t -= len(steps)
+            if self.requested_strategy == "auto":
+                import warnings
+                warnings.warn("the ring kernel's thread blocks were not all resident (a shared "
+                              "GPU?): CudaPSGLDChain goes on with strategy='launches'",
+                              RuntimeWarning, stacklevel=3)
+                self.strategy = "launches"
+                self._prepare_launches()
+                self.W_next = device.empty_like(self.W)
+                self.Ht_next = device.empty_like(self.Ht)
+                self._queue(steps)
+                return
             raise RuntimeError("a thread block of the ring kernel waited in vain for its "
                                "neighbour (the blocks were not all resident: is the GPU shared?); "
                                "the state before this chunk is kept; use strategy='launches'")

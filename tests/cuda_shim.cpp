@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 #include <cstdint>
 #include <thread>
@@ -59,9 +60,12 @@ static void __syncthreads()
     if (block_barrier != nullptr)
         block_barrier->wait();
 }
-static int __syncthreads_and(int predicate) // one thread per block wherever it is used
+// Only the ring kernels use it, and they run here with one thread per block, where the AND
+// over the block is the thread's own predicate; under launch_threads it would be wrong.
+static int __syncthreads_and(int predicate)
 {
-    __syncthreads();
+    if (block_barrier != nullptr)
+        std::abort();
     return predicate;
 }
 #define __threadfence() std::atomic_thread_fence(std::memory_order_seq_cst)

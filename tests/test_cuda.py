@@ -532,6 +532,25 @@ def test_psgld_dtype_is_checked():
         pymf.PSGLD(blocks=2, backend="cuda", dtype="float16")
 
 
+def test_auto_strategy_goes_on_with_launches_when_the_ring_stalls(shim):
+    """strategy='auto' on a GPU whose blocks are not all resident: a warning, then the same
+    chain through two launches per iteration, from the stalled chunk's first state."""
+    cpu, cuda, device = chains_on_the_host(shim, False, 1.0, "exponential", strategy="auto",
+                                           check_every=4)
+    assert cuda.strategy == "ring"
+    steps = 1e-4 / np.arange(1, 11) ** 0.51
+    cuda.run(steps[:3])
+    device.absent_block = 1
+    cuda.ring_wait_seconds = 0.05
+    with pytest.warns(RuntimeWarning, match="not all resident"):
+        cuda.run(steps[3:])
+    assert cuda.strategy == "launches"
+    cpu.run(steps)
+    assert cuda.iteration == cpu.iteration == 10
+    for a, b in zip(cuda.get_state()[:2], cpu.get_state()[:2]):
+        assert np.array_equal(a, b)
+
+
 def test_cuda_backend_is_registered_and_refuses_without_gpu():
     reason = gpu.available()
     if reason is True:
