@@ -97,6 +97,29 @@ def shim(tmp_path_factory):
     return lib
 
 
+def test_synchronising_kernels_have_no_data_race_under_thread_sanitizer(tmp_path):
+    """The dense factor kernel (a thread per CUDA thread, barriers over shared tiles) and the
+    ring kernel (a thread per block, waits on counters) under ThreadSanitizer: a missing
+    barrier or an H block read before it was published is reported even where the numbers
+    come out right (tests/cuda_shim_races.cpp)."""
+    if GXX is None:
+        pytest.skip("g++ is not installed")
+    here = os.path.dirname(__file__)
+    program = tmp_path / "races"
+    built = subprocess.run([GXX, "-std=c++14", "-O1", "-g", "-fsanitize=thread", "-pthread",
+                            "-Wno-tsan", "-I", gpu.include_dir(), "-I", gpu.kernel_dir(),
+                            os.path.join(here, "cuda_shim_races.cpp"), "-o", str(program)],
+                           capture_output=True, text=True, timeout=300)
+    if built.returncode != 0 and "tsan" in built.stderr.lower():
+        pytest.skip(f"this g++ cannot build with ThreadSanitizer: {built.stderr.strip()[-200:]}")
+    assert built.returncode == 0, built.stderr
+    done = subprocess.run([str(program)], capture_output=True, text=True, timeout=300)
+    if "FATAL: ThreadSanitizer" in done.stderr:  # e.g. a kernel whose memory layout TSan rejects
+        pytest.skip(f"ThreadSanitizer cannot run here: {done.stderr.strip()[:200]}")
+    assert "WARNING: ThreadSanitizer" not in done.stderr, done.stderr[:4000]
+    assert done.returncode == 0 and done.stdout.startswith("checksum"), done.stdout + done.stderr
+
+
 def ptr(array):
     return None if array is None else array.ctypes.data_as(ctypes.c_void_p)
 
