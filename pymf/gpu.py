@@ -495,11 +495,18 @@ class CudaPSGLDChain:
             self.W_saved = self.device.empty_like(self.W)  # a chunk's first state (see run)
             self.Ht_saved = self.device.empty_like(self.Ht)
             self.t = int(t)
+            self.host_state = None
 
     def get_state(self):
-        with self.device:
-            return (self.device.to_host(self.W).astype(np.float64),
-                    self.device.to_host(self.Ht).astype(np.float64), self.t)
+        """(W, H^T, t) on the host, in float64. Copied from the device once between two runs
+        however often it is asked for (a kept sample, its trace point and its log-likelihood
+        come at the same iteration)."""
+        if self.host_state is None:
+            with self.device:
+                self.host_state = (self.device.to_host(self.W).astype(np.float64),
+                                   self.device.to_host(self.Ht).astype(np.float64), self.t)
+        W, Ht, t = self.host_state
+        return W.copy(), Ht.copy(), t
 
     @property
     def iteration(self):
@@ -518,6 +525,7 @@ class CudaPSGLDChain:
         to that iteration (the noise is counter-based and the kernels deterministic, so the
         replay is the same chain): the last finite state is kept, as on the CPU."""
         from pymf.errors import DivergenceError
+        self.host_state = None
         steps = np.asarray(step_sizes, dtype=np.float64)
         invalid = np.flatnonzero(~(np.isfinite(steps) & (steps > 0)))
         if invalid.size:  # as the C sampler: the iterations before the bad step run

@@ -547,6 +547,24 @@ def test_sample_with_cuda_backend_on_host_shim_equals_cpu_backend(shim_as_gpu, s
     np.testing.assert_allclose(single.W_mean, runs["cpu"].W_mean, rtol=1e-4, atol=1e-6)
 
 
+def test_gpu_state_is_copied_back_once_between_runs(shim):
+    _, cuda, device = chains_on_the_host(shim, False, 1.0, "exponential", strategy="ring")
+    copies = []
+    to_host = device.to_host
+    device.to_host = lambda array: copies.append(array.shape) or to_host(array)
+    cuda.run(np.full(3, 1e-4))
+    copies.clear()
+    first = cuda.get_state()
+    cuda.loglik()
+    second = cuda.get_state()
+    assert len(copies) == 2  # W and H^T, once
+    first[0][:] = -1.0  # the caller's copy, not the cache
+    assert np.array_equal(second[0], cuda.get_state()[0]) and np.all(second[0] >= 0)
+    cuda.run(np.full(1, 1e-4))
+    copies.clear()
+    assert cuda.get_state()[2] == 4 and len(copies) == 2
+
+
 def test_psgld_dtype_is_checked():
     assert pymf.PSGLD(blocks=2, backend="cuda", dtype="float32").params()["dtype"] == "float32"
     with pytest.raises(ValueError, match="backend='cuda' only"):
