@@ -153,6 +153,28 @@ __device__ __forceinline__ bool langevin_move4(const double x0[4], const double 
     return finite;
 }
 
+/* One term of a row's likelihood gradient, for the factors k = 4 group + lane it has:
+ * grad[lane] += g * y[k], y being the partner's factor row. */
+template <typename T>
+__device__ __forceinline__ void add_term4(double grad[4], double g, const T *y, int rank, int group)
+{
+    for (int lane = 0; lane < 4; ++lane) {
+        const int k = 4 * group + lane;
+        if (k < rank)
+            grad[lane] += g * (double)y[k];
+    }
+}
+
+/* x0[lane] = x[4 group + lane] for the factors of the group that exist; returns how many. */
+template <typename T>
+__device__ __forceinline__ int load4(double x0[4], const T *x, int rank, int group)
+{
+    const int n = min(4, rank - 4 * group);
+    for (int lane = 0; lane < n; ++lane)
+        x0[lane] = (double)x[4 * group + lane];
+    return n;
+}
+
 /* Thread idx of one factor matrix X: (row r of X, group of 4 factors). Row r's likelihood
  * gradient is
  *   sum over its n_terms partners q of G[term] * Y[partner, k]
@@ -187,17 +209,10 @@ __device__ void update_rows(long long idx, T *X_next, const T *X, const T *Y, co
             term = g_offset[local] + q * g_stride;
             partner = row_first[local] + q;
         }
-        const double g = (double)G[term];
-        for (int lane = 0; lane < 4; ++lane) {
-            const int k = 4 * group + lane;
-            if (k < rank)
-                grad[lane] += g * (double)Y[partner * rank + k];
-        }
+        add_term4(grad, (double)G[term], Y + partner * rank, rank, group);
     }
-    const int n = min(4, rank - 4 * group);
     double x0[4], x[4];
-    for (int lane = 0; lane < n; ++lane)
-        x0[lane] = (double)X[r * rank + 4 * group + lane];
+    const int n = load4(x0, X + r * rank, rank, group);
     if (!langevin_move4<T>(x0, grad, n, eps, lam, exponential, seed, stream, t, (unsigned int)r,
                         (unsigned int)group, x))
         atomicOr(diverged, 1);
@@ -444,17 +459,10 @@ __device__ void ring_iterations(Block block, T *W, T *Ht, const long long *row_s
                     block.w_term(r, m, &g_slot, &partner);
                 else
                     block.h_term(r, m, &g_slot, &partner);
-                const double g = (double)G_s[g_slot];
-                for (int lane = 0; lane < 4; ++lane) {
-                    const int k = 4 * group + lane;
-                    if (k < rank)
-                        grad[lane] += g * (double)partners[partner * ld + k];
-                }
+                add_term4(grad, (double)G_s[g_slot], partners + partner * ld, rank, group);
             }
-            const int n = min(4, rank - 4 * group);
             double x0[4], value[4];
-            for (int lane = 0; lane < n; ++lane)
-                x0[lane] = (double)own[r * ld + 4 * group + lane];
+            const int n = load4(x0, own + r * ld, rank, group);
             if (!langevin_move4<T>(x0, grad, n, eps[i], is_w ? lam_w : lam_h, exponential, seed,
                                 is_w ? PYMF_STREAM_W : PYMF_STREAM_H, t,
                                 (unsigned int)(is_w ? r0 + r : c0 + r), (unsigned int)group, value))
