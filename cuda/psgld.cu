@@ -232,9 +232,9 @@ __device__ void update_rows(long long idx, T *X_next, const T *X, const T *Y, co
  * The maths is the update kernel's (same G, same sums in the same order, same Philox noise,
  * same mirroring), so both paths give the same chain: bit for bit in the CPU shim; on a GPU
  * the C sampler's to rounding (nvcc contracts a * b + c to FMAs, CUDA's log and sincos are
- * not glibc's in the last bit). Every loop is block-strided: the kernel
- * is right for any blockDim, which lets the CPU shim run it with one thread per block and one
- * std::thread per block (tests/cuda_shim.cpp), real concurrency through the same protocol.
+ * not glibc's in the last bit). Every loop is block-strided: the kernel is right for any
+ * blockDim, which lets the CPU shim run it with one thread per block and one std::thread per
+ * block (tests/cuda_shim.cpp), real concurrency through the same protocol.
  * All B blocks must be resident at once (pymf.gpu launches it only where B <= the number of
  * multiprocessors); a neighbour that has not come after wait_limit_ns (pymf.gpu: one second)
  * is reported through `stalled`, not a hang. */
