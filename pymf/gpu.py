@@ -25,6 +25,7 @@ its gradient without atomics.
 """
 import functools
 import os
+import warnings
 
 import numpy as np
 
@@ -583,7 +584,6 @@ class CudaPSGLDChain:
             device.copy(self.Ht, self.Ht_saved)
             self.t -= len(steps)
             if self.requested_strategy == "auto":
-                import warnings
                 warnings.warn("the ring kernel's thread blocks were not all resident (a shared "
                               "GPU?): CudaPSGLDChain goes on with strategy='launches'",
                               RuntimeWarning, stacklevel=3)
