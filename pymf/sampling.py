@@ -22,6 +22,7 @@ import numpy as np
 from pymf import _blocks, _tweedie
 from pymf.data import Ratings, as_observed
 from pymf.errors import DivergenceError
+from pymf.interrupt import DeferredInterrupt, ForcedInterrupt
 from pymf.result import SampleResult
 
 _CHUNK_SECONDS = 0.2  # how long one C call may run: bounds the delay of Ctrl-C
@@ -387,34 +388,40 @@ def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, init=None,
         progress_bar = tqdm(total=total, initial=t, unit="it", desc=sampler.kind)
     chunk = 1
     interrupted = False
+    interrupt = DeferredInterrupt()
     try:
-        while t < total:
-            stop = min(run.next_event(t), t + chunk)
-            steps = sampler.step_size(np.arange(t + 1, stop + 1))
-            started = time.perf_counter()
-            try:
-                run.chain.run(steps)
-            except DivergenceError as exc:
-                W_grid, Ht_grid, _ = run.chain.get_state()
-                exc.W, exc.H = run._from_grid(W_grid, Ht_grid)
-                exc.result = run.result(interrupted=True)
-                raise
-            spent = time.perf_counter() - started
-            run.elapsed += spent
-            # adapt the chunk so that one C call lasts about _CHUNK_SECONDS
-            per_iteration = spent / (stop - t)
-            chunk = int(min(max(1, _CHUNK_SECONDS / max(per_iteration, 1e-9)), 100000))
-            if progress_bar is not None:
-                progress_bar.update(stop - t)
-            t = stop
-            if run.is_kept(t):
-                run.keep(t)
-            if t % trace_every == 0 or t == total:
-                run.record_trace(t)
-                if callback is not None:
-                    callback({"iteration": t, "time": run.elapsed, "loglik": run.trace["loglik"][-1]})
-            if checkpoint is not None and (t % checkpoint_every == 0 or t == total):
-                run.save_checkpoint()
+        with interrupt:
+            while t < total:
+                # Ctrl-C takes effect here, where the chain and its bookkeeping agree
+                interrupt.check()
+                stop = min(run.next_event(t), t + chunk)
+                steps = sampler.step_size(np.arange(t + 1, stop + 1))
+                started = time.perf_counter()
+                try:
+                    run.chain.run(steps)
+                except DivergenceError as exc:
+                    W_grid, Ht_grid, _ = run.chain.get_state()
+                    exc.W, exc.H = run._from_grid(W_grid, Ht_grid)
+                    exc.result = run.result(interrupted=True)
+                    raise
+                spent = time.perf_counter() - started
+                run.elapsed += spent
+                # adapt the chunk so that one C call lasts about _CHUNK_SECONDS
+                per_iteration = spent / (stop - t)
+                chunk = int(min(max(1, _CHUNK_SECONDS / max(per_iteration, 1e-9)), 100000))
+                if progress_bar is not None:
+                    progress_bar.update(stop - t)
+                t = stop
+                if run.is_kept(t):
+                    run.keep(t)
+                if t % trace_every == 0 or t == total:
+                    run.record_trace(t)
+                    if callback is not None:
+                        callback({"iteration": t, "time": run.elapsed, "loglik": run.trace["loglik"][-1]})
+                if checkpoint is not None and (t % checkpoint_every == 0 or t == total):
+                    run.save_checkpoint()
+    except ForcedInterrupt:
+        raise
     except KeyboardInterrupt:
         interrupted = True
         warnings.warn(f"interrupted at iteration {run.chain.iteration} of {total}; returning the "

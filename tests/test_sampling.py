@@ -1,5 +1,6 @@
 """The sample() driver: determinism, checkpoint/resume, Ctrl-C, streaming, save/load."""
 import os
+import time
 
 import numpy as np
 import pytest
@@ -174,3 +175,52 @@ def test_trace_contents(poisson_data):
     np.testing.assert_allclose(res.trace["loglik"][-1], expected, rtol=1e-10)
     rmse = np.sqrt(np.mean((mu[test.rows, test.cols] - test.values) ** 2))
     np.testing.assert_allclose(res.trace["test_rmse_sample"][-1], rmse, rtol=1e-10)
+
+
+def test_a_real_ctrl_c_leaves_a_checkpoint_that_resumes_the_same_chain(poisson_data, tmp_path):
+    """SIGINT from another thread lands wherever the run is (mostly inside the C sampler, or
+    between the lines that keep a sample); the checkpoint written on the way out must still
+    be a consistent state: resuming it gives the uninterrupted chain, every sample kept once."""
+    from ctrl_c import run_with_ctrl_c
+    model = pymf.TweedieNMF(4)
+    sampler = SAMPLERS["psgld"](None)
+    settings = dict(n_samples=20_000, burnin=0, thin=1, seed=8, trace_every=7,
+                    checkpoint_every=100_000, keep_samples=True)
+    started = time.perf_counter()
+    full = pymf.sample(model, poisson_data, sampler, **settings)
+    seconds = time.perf_counter() - started  # Ctrl-C at 40 % of that: mid-run on any machine
+    checkpoint = tmp_path / "run.npz"
+    with pytest.warns(RuntimeWarning, match="interrupted"):
+        partial = run_with_ctrl_c(lambda: pymf.sample(model, poisson_data, sampler,
+                                                      checkpoint=checkpoint, **settings),
+                                  0.4 * seconds)
+    assert partial.interrupted and 0 < partial.n_kept < full.n_kept
+    resumed = pymf.sample(model, poisson_data, sampler, checkpoint=checkpoint, **settings)
+    assert resumed.n_kept == full.n_kept
+    assert np.array_equal(resumed.sample_iterations, full.sample_iterations)
+    assert np.array_equal(np.asarray(resumed.W_samples), full.W_samples)
+    assert np.array_equal(resumed.W_mean, full.W_mean)
+    assert np.array_equal(resumed.trace["iteration"], full.trace["iteration"])
+    assert np.array_equal(resumed.trace["loglik"], full.trace["loglik"])
+
+
+def test_a_second_ctrl_c_stops_at_once_and_writes_nothing(poisson_data, tmp_path):
+    """The first Ctrl-C waits for a consistent point; a second one is obeyed at once
+    (ForcedInterrupt) and leaves the last periodic checkpoint as it was."""
+    import signal
+    from pymf.interrupt import ForcedInterrupt
+    checkpoint = tmp_path / "run.npz"
+    written = {}
+
+    def press_twice(info):
+        if info["iteration"] == 40:
+            written["bytes"] = checkpoint.read_bytes()  # the checkpoint of iteration 30
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(ForcedInterrupt):
+        pymf.sample(pymf.TweedieNMF(4), poisson_data, SAMPLERS["psgld"](None), n_samples=100,
+                    trace_every=10, checkpoint=checkpoint, checkpoint_every=30,
+                    callback=press_twice)
+    assert checkpoint.read_bytes() == written["bytes"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler given back
