@@ -35,6 +35,7 @@ import numpy as np
 from pymf import _bpmf
 from pymf.data import Ratings, as_observed
 from pymf.errors import DivergenceError
+from pymf.interrupt import DeferredInterrupt, ForcedInterrupt
 from pymf.samplers import AnnealedStep, ConstantStep, PolynomialDecay
 
 
@@ -268,6 +269,9 @@ class Layout:
     def to_original(self, U, V, a, b):
         return U[self.user_pos], V[self.item_pos], a[self.user_pos], b[self.item_pos]
 
+    def to_grid(self, U, V, a, b):
+        return U[self.user_of], V[self.item_of], a[self.user_of], b[self.item_of]
+
 
 def _initial_params(model, shape, rng):
     L, M = shape
@@ -417,6 +421,9 @@ def _rmse(sq_error, n):
     return math.sqrt(sq_error / n) if n else float("nan")
 
 
+_CHAIN_ARRAYS = ("U", "V", "a", "b", "lambdas")  # a DSGLD chain's state (with the round)
+
+
 class _Chains:
     """A common face for DSGLD chains and the Gibbs chain: run k units, predictions,
     squared training error, state summaries."""
@@ -468,6 +475,37 @@ class _Chains:
     def is_gibbs(self):
         return isinstance(self.c, _bpmf.BPMFGibbsChain)
 
+    def set_initial(self, init):
+        """Start every chain from init (check_init's dict, original order); the precisions
+        keep their initial values."""
+        for c in range(self.n_chains):
+            U, V, a, b = self.layout.to_grid(*(init[key][c] for key in "UVab"))
+            if self.is_gibbs:
+                hyper = self.c.get_state()[4]
+                self.c.set_state(U, V, a, b, hyper, 0)
+            else:
+                self.c.set_state(c, U, V, a, b, self.c.get_state(c).lambdas, 0)
+
+    def checkpoint_state(self):
+        """The chains' whole state (grid order) and their counter (round or sweep): with
+        the counter-based noise and the per-round GSL seeds, nothing else is needed to go on."""
+        if self.is_gibbs:
+            U, V, a, b, hyper, sweep = self.c.get_state()
+            return {"U": U, "V": V, "a": a, "b": b, "hyper": hyper, "counter": np.array(sweep)}
+        params = [self.c.get_state(c) for c in range(self.n_chains)]
+        state = {key: np.stack([getattr(p, key) for p in params]) for key in _CHAIN_ARRAYS}
+        state["counter"] = np.array(self.c.round)
+        return state
+
+    def restore_state(self, state):
+        counter = int(state["counter"])
+        if self.is_gibbs:
+            self.c.set_state(*(state[key] for key in ("U", "V", "a", "b", "hyper")), counter)
+        else:
+            for c in range(self.n_chains):
+                self.c.set_state(c, *(state[key][c] for key in _CHAIN_ARRAYS), counter)
+        self.t = counter
+
     def run(self, steps):
         if self.is_gibbs:
             self.c.run(len(steps))
@@ -508,7 +546,8 @@ class _Chains:
 
 def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=None,
                 trace_every=None, keep_samples=True, burnin_rmse=None, progress=None,
-                callback=None, n_threads=None, _chains=None):
+                callback=None, n_threads=None, init=None, checkpoint=None,
+                checkpoint_every=None, _chains=None):
     """Runs a BPMF sampler (DSGLD or BPMFGibbs); see pymf.sample and the module docstring.
 
     burnin       rounds (DSGLD) or sweeps (Gibbs) of burn-in; with burnin_rmse, the largest
@@ -517,6 +556,14 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=
                  value (checked every trace_every units)
     callback     called as callback(t, trace) at every trace point; returning True stops
                  the run there (the result holds everything so far)
+    init         the starting state instead of a random one: a dict with U (users x rank)
+                 and V (items x rank), optionally a and b (the biases), in the original
+                 order, each for all chains or stacked per chain (chains x ...); a previous
+                 result's last_state continues its chains
+    checkpoint   a .npz path: if it exists the run resumes from it (the same chains, bit for
+                 bit, as a run that never stopped), and it is rewritten every
+                 checkpoint_every units (default: a tenth of burnin + n_samples), at the end,
+                 when the callback stops the run and on Ctrl-C
     """
     if not isinstance(sampler, (DSGLD, BPMFGibbs)):
         raise ValueError(f"a BPMF model is sampled by pymf.DSGLD, pymf.SGLD or pymf.BPMFGibbs, "
@@ -538,108 +585,254 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=
     if trace_every is None:
         trace_every = max(1, min(thin, total_max // 100 or 1))
     trace_every = _count(trace_every, "trace_every", 1)
+    if checkpoint is not None:
+        checkpoint = os.fspath(checkpoint)
+        if not checkpoint.endswith(".npz"):
+            checkpoint += ".npz"
+        checkpoint_every = _count(max(1, total_max // 10) if checkpoint_every is None
+                                  else checkpoint_every, "checkpoint_every", 1)
+    n_chains = _chains.n_chains if _chains is not None else sampler.n_chains
+    init = check_init(init, model, ratings.shape, n_chains)
     # _chains: pymf.mpi_bpmf's parameter server, which has the same face as _Chains
     chains = _chains if _chains is not None else _Chains(model, ratings, sampler, seed,
                                                          mean_rating, n_threads)
-    C = chains.n_chains
+    if init is not None:
+        chains.set_initial(init)
+    run = _BPMFRun(chains, model, ratings, sampler, seed, test, mean_rating, keep_samples)
+    run.burnin_end = None if burnin_rmse is not None else burnin  # None: not reached yet
+    fingerprint = None
+    if checkpoint is not None:
+        fingerprint = json.dumps({
+            "model": model.params(), "sampler": _without_workers(sampler.params()),
+            "seed": seed, "n_samples": n_samples, "burnin": burnin, "thin": thin,
+            "burnin_rmse": burnin_rmse, "trace_every": trace_every, "keep_samples": bool(keep_samples),
+            "data": _digest(ratings), "test": None if test is None else _digest(test),
+            "init": None if init is None else _digest(init)}, sort_keys=True)
+        if os.path.exists(checkpoint):
+            run.restore(checkpoint, fingerprint)
     step = getattr(sampler, "step_size", None)
-    if test is not None:
-        test_users, test_items = chains.layout.users_items(test.rows, test.cols)
-    welford = Welford(test.nnz) if test is not None else None
-    kept_samples = {"U": [], "V": [], "a": [], "b": []} if keep_samples else None
-    summaries = {}
-    trace = {"iteration": [], "time": [], "train_rmse": [], "test_rmse": []}
-    t0 = time.perf_counter()
-    elapsed = 0.0  # time spent in the samplers and their bookkeeping, not in callbacks
-    burnin_end = None if burnin_rmse is not None else burnin
-    t = 0
-    n_after = 0
-    test_rmse = float("nan")
     show = progress if progress is not None else False
-    def finish():
-        return _finish(chains, ratings, sampler, model, test, welford, kept_samples, summaries,
-                       trace, burnin_end, mean_rating, seed, C)
-
+    interrupt = DeferredInterrupt()
     try:
-        while True:
-            if burnin_end is not None and n_after >= n_samples:
-                break
-            if burnin_end is None and t >= burnin:
-                warnings.warn(f"burn-in did not reach training RMSE {burnin_rmse} within {burnin} "
-                              "units; sampling starts anyway", RuntimeWarning, stacklevel=2)
-                burnin_end = t
-                continue
-            # next event: a trace point, a kept sample or the end
-            if burnin_end is None:
-                k = min(trace_every - t % trace_every, burnin - t)
-            else:
-                k = min(trace_every - t % trace_every, thin - n_after % thin, n_samples - n_after)
-            start = time.perf_counter()
-            steps = step(np.arange(t + 1, t + k + 1)) if step is not None else np.zeros(k)
-            chains.run(np.ascontiguousarray(steps, dtype=np.float64))
-            t += k
-            if burnin_end is not None:
-                n_after += k
-                if n_after % thin == 0:
-                    for c in range(C):
-                        if test is not None:
-                            welford.add(chains.predict(c, test_users, test_items))
-                        U, V, a, b, lam = chains.state(c)
-                        if kept_samples is not None:
-                            for key, value in zip("UVab", (U, V, a, b)):
-                                kept_samples[key].append(value)
-                        row = {"train_rmse": chains.train_rmse(c), "norm_U": math.sqrt(_sum_sq(U)),
-                               "norm_V": math.sqrt(_sum_sq(V)), **lam}
-                        for key, value in row.items():
-                            summaries.setdefault(key, [[] for _ in range(C)])[c].append(value)
-                    if test is not None:
-                        r = welford.mean - test.values
-                        test_rmse = _rmse(_sum_sq(r), test.nnz)
-            if t % trace_every == 0 or (burnin_end is not None and n_after == n_samples):
-                train = float(np.mean([chains.train_rmse(c) for c in range(C)]))
-                trace["iteration"].append(t)
-                trace["train_rmse"].append(train)
-                trace["test_rmse"].append(test_rmse)
-                if burnin_end is None and train <= burnin_rmse:
-                    burnin_end = t
-            elapsed += time.perf_counter() - start
-            if t % trace_every == 0 or (burnin_end is not None and n_after == n_samples):
-                trace["time"].append(elapsed)
-                if show:
-                    print(f"[{t}] train {trace['train_rmse'][-1]:.4f} test {test_rmse:.4f} "
-                          f"{elapsed:.1f}s", flush=True)
-                if callback is not None and callback(t, trace) is True:
-                    break  # the caller asked to stop (e.g. a wall-time budget)
+        with interrupt:
+            while True:
+                # Ctrl-C takes effect here, where the chains and the bookkeeping agree
+                interrupt.check()
+                t, n_after = run.t, run.n_after
+                if run.burnin_end is not None and n_after >= n_samples:
+                    break
+                if run.burnin_end is None and t >= burnin:
+                    warnings.warn(f"burn-in did not reach training RMSE {burnin_rmse} within "
+                                  f"{burnin} units; sampling starts anyway", RuntimeWarning,
+                                  stacklevel=2)
+                    run.burnin_end = t
+                    continue
+                # next event: a trace point, a kept sample, a checkpoint or the end
+                if run.burnin_end is None:
+                    k = min(trace_every - t % trace_every, burnin - t)
+                else:
+                    k = min(trace_every - t % trace_every, thin - n_after % thin,
+                            n_samples - n_after)
+                if checkpoint is not None:
+                    k = min(k, checkpoint_every - t % checkpoint_every)
+                start = time.perf_counter()
+                steps = step(np.arange(t + 1, t + k + 1)) if step is not None else np.zeros(k)
+                chains.run(np.ascontiguousarray(steps, dtype=np.float64))
+                t += k
+                if run.burnin_end is not None:
+                    n_after += k
+                    if n_after % thin == 0:
+                        run.keep()
+                finished = run.burnin_end is not None and n_after == n_samples
+                traced = t % trace_every == 0 or finished
+                if traced:
+                    train = float(np.mean([chains.train_rmse(c) for c in range(chains.n_chains)]))
+                    run.trace["iteration"].append(t)
+                    run.trace["train_rmse"].append(train)
+                    run.trace["test_rmse"].append(run.test_rmse)
+                    if run.burnin_end is None and train <= burnin_rmse:
+                        run.burnin_end = t
+                run.t, run.n_after = t, n_after
+                run.elapsed += time.perf_counter() - start
+                stop = False
+                if traced:
+                    run.trace["time"].append(run.elapsed)
+                    if show:
+                        print(f"[{t}] train {run.trace['train_rmse'][-1]:.4f} test "
+                              f"{run.test_rmse:.4f} {run.elapsed:.1f}s", flush=True)
+                    # the caller may ask to stop (e.g. a wall-time budget)
+                    stop = callback is not None and callback(t, run.trace) is True
+                if checkpoint is not None and (t % checkpoint_every == 0 or finished or stop):
+                    run.save(checkpoint, fingerprint)
+                if stop:
+                    break
+    except ForcedInterrupt:
+        raise
     except KeyboardInterrupt:
-        # Ctrl-C: return what was sampled so far (the last round finished or was undone)
-        result = finish()
+        # Ctrl-C: return what was sampled so far (the last unit finished or was undone)
+        if checkpoint is not None:
+            run.save(checkpoint, fingerprint)
+        result = run.finish()
         result.interrupted = True
         return result
     except DivergenceError as exc:
-        exc.partial = finish()
+        exc.partial = run.finish()
         raise
-    return finish()
+    return run.finish()
 
 
-def _finish(chains, ratings, sampler, model, test, welford, kept_samples, summaries, trace,
-            burnin_end, mean_rating, seed, C):
-    n = len(trace["time"])
-    trace = {k: np.asarray(v[:n], dtype=np.float64) for k, v in trace.items()}
-    samples = None
-    if kept_samples is not None and kept_samples["U"]:
-        samples = {key: np.stack(value).reshape((-1, C) + value[0].shape)
-                   for key, value in kept_samples.items()}
-    summaries = {k: np.asarray(v, dtype=np.float64) for k, v in summaries.items()}
-    states = [chains.state(c)[:4] for c in range(C)]
-    last_state = {key: np.stack([st[k] for st in states]) for k, key in enumerate("UVab")}
-    params = {"model": model.params(), "sampler": sampler.params(), "seed": seed,
-              "shape": list(ratings.shape), "nnz": ratings.nnz}
-    if test is not None:
-        return BPMFResult(welford.mean.copy(), welford.std(), welford.count, samples, trace,
-                          summaries, params, burnin_end, mean_rating, model.tau,
-                          (test.rows.copy(), test.cols.copy()), last_state)
-    return BPMFResult(np.zeros(0), np.zeros(0), 0, samples, trace, summaries, params, burnin_end,
-                      mean_rating, model.tau, None, last_state)
+def _without_workers(params):
+    """Sampler settings that decide the chains: the thread count (and the MPI layout) do not."""
+    return {key: value for key, value in params.items() if key != "workers"}
+
+
+def _digest(value):
+    """A short hash of Ratings or of a dict of arrays (for checkpoint fingerprints)."""
+    import hashlib
+    digest = hashlib.sha256()
+    if isinstance(value, Ratings):
+        arrays = (value.rows, value.cols, value.values, np.asarray(value.shape))
+    else:
+        arrays = [np.asarray(value[key]) for key in sorted(value)]
+    for array in arrays:
+        digest.update(np.ascontiguousarray(array).tobytes())
+        digest.update(repr(array.shape).encode())
+    return digest.hexdigest()[:16]
+
+
+def check_init(init, model, shape, n_chains):
+    """The init= of a BPMF run, validated: a dict U, V, a, b of arrays (n_chains, ...) in the
+    original order, or None."""
+    if init is None:
+        return None
+    if not isinstance(init, dict) or "U" not in init or "V" not in init:
+        raise ValueError("init must be a dict with U (users x rank) and V (items x rank), "
+                         "optionally a and b (e.g. a previous result's last_state)")
+    unknown = set(init) - set("UVab")
+    if unknown:
+        raise ValueError(f"init has unknown entries {sorted(unknown)}: use U, V, a and b")
+    L, M = shape
+    D = model.rank
+    out = {}
+    for key, single in (("U", (L, D)), ("V", (M, D)), ("a", (L,)), ("b", (M,))):
+        if key not in init:
+            out[key] = np.zeros((n_chains,) + single)
+            continue
+        value = np.asarray(init[key], dtype=np.float64)
+        if value.shape == single:
+            value = np.broadcast_to(value, (n_chains,) + single)
+        if value.shape != (n_chains,) + single:
+            raise ValueError(f"init[{key!r}] has shape {value.shape}: expected {single} or, one "
+                             f"per chain, {(n_chains,) + single}")
+        if not np.all(np.isfinite(value)):
+            raise ValueError(f"init[{key!r}] contains NaN or inf")
+        out[key] = np.ascontiguousarray(value)
+    return out
+
+
+class _BPMFRun:
+    """What a BPMF run accumulates besides the chains' state (counters, Welford predictions,
+    kept samples, summaries, traces), and its checkpoints."""
+
+    def __init__(self, chains, model, ratings, sampler, seed, test, mean_rating, keep_samples):
+        self.chains, self.model, self.ratings, self.sampler = chains, model, ratings, sampler
+        self.seed, self.test, self.mean_rating = seed, test, mean_rating
+        self.t = 0
+        self.n_after = 0  # units run since burn-in ended
+        self.burnin_end = None
+        self.elapsed = 0.0  # time in the samplers and their bookkeeping, not in callbacks
+        self.test_rmse = float("nan")
+        if test is not None:
+            self.test_users, self.test_items = chains.layout.users_items(test.rows, test.cols)
+        self.welford = Welford(test.nnz) if test is not None else None
+        self.kept_samples = {"U": [], "V": [], "a": [], "b": []} if keep_samples else None
+        self.summaries = {}
+        self.trace = {"iteration": [], "time": [], "train_rmse": [], "test_rmse": []}
+
+    def keep(self):
+        """A kept sample of every chain: predictions, samples, summaries."""
+        chains, test = self.chains, self.test
+        C = chains.n_chains
+        for c in range(C):
+            if test is not None:
+                self.welford.add(chains.predict(c, self.test_users, self.test_items))
+            U, V, a, b, lam = chains.state(c)
+            if self.kept_samples is not None:
+                for key, value in zip("UVab", (U, V, a, b)):
+                    self.kept_samples[key].append(value)
+            row = {"train_rmse": chains.train_rmse(c), "norm_U": math.sqrt(_sum_sq(U)),
+                   "norm_V": math.sqrt(_sum_sq(V)), **lam}
+            for key, value in row.items():
+                self.summaries.setdefault(key, [[] for _ in range(C)])[c].append(value)
+        if test is not None:
+            self.test_rmse = _rmse(_sum_sq(self.welford.mean - test.values), test.nnz)
+
+    def save(self, path, fingerprint):
+        """Everything needed to go on as if the run had not stopped, in one .npz written
+        whole and then renamed (a crash never leaves half a checkpoint)."""
+        arrays = {"fingerprint": np.array(fingerprint),
+                  "counters": np.array([self.t, self.n_after,
+                                        -1 if self.burnin_end is None else self.burnin_end]),
+                  "elapsed": np.array(self.elapsed), "test_rmse": np.array(self.test_rmse)}
+        for key, value in self.chains.checkpoint_state().items():
+            arrays["chain_" + key] = value
+        if self.welford is not None:
+            arrays["welford_count"] = np.array(self.welford.count)
+            arrays["welford_mean"], arrays["welford_m2"] = self.welford.mean, self.welford.m2
+        if self.kept_samples is not None:
+            for key, value in self.kept_samples.items():
+                arrays["kept_" + key] = np.asarray(value)
+        for key, value in self.summaries.items():
+            arrays["summary_" + key] = np.asarray(value, dtype=np.float64)
+        for key, value in self.trace.items():
+            arrays["trace_" + key] = np.asarray(value, dtype=np.float64)
+        tmp = path + ".tmp.npz"
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)
+
+    def restore(self, path, fingerprint):
+        with np.load(path, allow_pickle=False) as ck:
+            if "fingerprint" not in ck.files or str(ck["fingerprint"]) != fingerprint:
+                raise ValueError(
+                    f"the checkpoint {path!r} was written by a different run (model, sampler, "
+                    "seed, data, init or run length differ); remove it or pass another path")
+            self.chains.restore_state({key[6:]: ck[key] for key in ck.files
+                                       if key.startswith("chain_")})
+            t, n_after, burnin_end = (int(x) for x in ck["counters"])
+            self.t, self.n_after = t, n_after
+            self.burnin_end = None if burnin_end < 0 else burnin_end
+            self.elapsed, self.test_rmse = float(ck["elapsed"]), float(ck["test_rmse"])
+            if self.welford is not None:
+                self.welford.count = int(ck["welford_count"])
+                self.welford.mean = ck["welford_mean"].copy()
+                self.welford.m2 = ck["welford_m2"].copy()
+            if self.kept_samples is not None:
+                self.kept_samples = {key: list(ck["kept_" + key]) for key in "UVab"}
+            self.summaries = {key[8:]: [list(row) for row in ck[key]] for key in ck.files
+                              if key.startswith("summary_")}
+            self.trace = {key: list(ck["trace_" + key]) for key in self.trace}
+            self.trace["iteration"] = [int(x) for x in self.trace["iteration"]]
+
+    def finish(self):
+        chains, test, C = self.chains, self.test, self.chains.n_chains
+        n = len(self.trace["time"])
+        trace = {k: np.asarray(v[:n], dtype=np.float64) for k, v in self.trace.items()}
+        samples = None
+        if self.kept_samples is not None and self.kept_samples["U"]:
+            samples = {key: np.stack(value).reshape((-1, C) + value[0].shape)
+                       for key, value in self.kept_samples.items()}
+        summaries = {k: np.asarray(v, dtype=np.float64) for k, v in self.summaries.items()}
+        states = [chains.state(c)[:4] for c in range(C)]
+        last_state = {key: np.stack([st[k] for st in states]) for k, key in enumerate("UVab")}
+        params = {"model": self.model.params(), "sampler": self.sampler.params(),
+                  "seed": self.seed, "shape": list(self.ratings.shape), "nnz": self.ratings.nnz}
+        if test is not None:
+            return BPMFResult(self.welford.mean.copy(), self.welford.std(), self.welford.count,
+                              samples, trace, summaries, params, self.burnin_end,
+                              self.mean_rating, self.model.tau,
+                              (test.rows.copy(), test.cols.copy()), last_state)
+        return BPMFResult(np.zeros(0), np.zeros(0), 0, samples, trace, summaries, params,
+                          self.burnin_end, self.mean_rating, self.model.tau, None, last_state)
 
 
 # ----------------------------------------------------------------------------- optimisers

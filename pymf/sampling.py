@@ -441,14 +441,15 @@ def _sample_bpmf(model, data, sampler, n_samples, burnin, thin, seed, init, test
     and one block; the options that only the NMF samplers have are refused by name."""
     from pymf.bpmf import DSGLD, sample_bpmf
     from pymf.samplers import SGLD
-    for name, value in (("init", init), ("sample_dir", sample_dir), ("checkpoint", checkpoint),
-                        ("checkpoint_every", checkpoint_every)):
-        if value is not None:
-            raise ValueError(f"{name}= is not supported for BPMF models yet")
+    if sample_dir is not None:
+        raise ValueError("sample_dir= is not supported for BPMF models yet: use "
+                         "keep_samples=False (the test predictions are streamed by Welford) or "
+                         "keep the samples in memory")
     if isinstance(sampler, SGLD):
         n = model.check_data(data).nnz
         sampler = DSGLD(chains=1, split="square", blocks=1, batch_size=sampler.batch_size(n),
                         step_size=sampler.step_size, workers=sampler.n_threads or None)
     return sample_bpmf(model, data, sampler, n_samples, burnin=burnin, thin=thin, seed=seed,
                        test=test, trace_every=trace_every, keep_samples=keep_samples,
-                       progress=progress, callback=callback, burnin_rmse=burnin_rmse)
+                       progress=progress, callback=callback, burnin_rmse=burnin_rmse, init=init,
+                       checkpoint=checkpoint, checkpoint_every=checkpoint_every)

@@ -503,3 +503,135 @@ def test_ctrl_c_returns_what_was_sampled():
     assert res.interrupted
     assert res.trace["iteration"][-1] == 20 and res.samples["U"].shape[0] == 10
     assert all(np.all(np.isfinite(v)) for v in res.last_state.values())
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+CHECKPOINT_SAMPLERS = {  # with a training RMSE that ends burn-in after / before unit 23
+    "dsgld-hybrid": (lambda: pymf.DSGLD(split="hybrid", blocks=(2, 3), batch_size=20,
+                                        round_length=3, step_size=pymf.AnnealedStep(5e-3, 50),
+                                        hyper_every=4), 1.03),
+    "gibbs-wishart": (lambda: pymf.BPMFGibbs(), 0.78),
+    "gibbs-gamma": (lambda: pymf.BPMFGibbs("gamma"), 0.78),
+}
+
+
+def _same_results(a, b):
+    """Every output of two BPMF runs except wall time."""
+    assert a.test_count == b.test_count and a.burnin_end == b.burnin_end
+    for key in ("test_mean", "test_std"):
+        assert np.array_equal(getattr(a, key), getattr(b, key)), key
+    for key in "UVab":
+        assert np.array_equal(a.samples[key], b.samples[key]), key
+        assert np.array_equal(a.last_state[key], b.last_state[key]), key
+    for key in ("iteration", "train_rmse", "test_rmse"):
+        assert np.array_equal(a.trace[key], b.trace[key], equal_nan=True), key
+    assert a.summaries.keys() == b.summaries.keys()
+    for key in a.summaries:
+        assert np.array_equal(a.summaries[key], b.summaries[key]), key
+
+
+@pytest.mark.parametrize("kind", sorted(CHECKPOINT_SAMPLERS))
+@pytest.mark.parametrize("burnin_by_rmse", [False, True])
+def test_resumed_run_equals_the_uninterrupted_one(kind, burnin_by_rmse, tmp_path):
+    """Stopped by the callback at unit 23 (between two checkpoints; with burnin_rmse, before
+    burn-in ends for DSGLD and after for Gibbs) and resumed: the same chains, samples,
+    Welford predictions, summaries and traces as a run that never stopped."""
+    R = synthetic(L=40, M=30, D=3)
+    train, test = R.split(0.2, seed=1)
+    make_sampler, threshold = CHECKPOINT_SAMPLERS[kind]
+    settings = dict(n_samples=40, burnin=60 if burnin_by_rmse else 15, thin=3, seed=4,
+                    test=test, trace_every=4, burnin_rmse=threshold if burnin_by_rmse else None)
+    model = pymf.BPMF(3, tau=1.5)
+    full = pymf.sample(model, train, make_sampler(), **settings)
+    if burnin_by_rmse:
+        assert full.burnin_end < 60  # the threshold ended burn-in, not the limit
+    checkpoint = tmp_path / "bpmf.npz"
+    partial = pymf.sample(model, train, make_sampler(), checkpoint=checkpoint,
+                          checkpoint_every=10, callback=lambda t, trace: t >= 23, **settings)
+    assert partial.trace["iteration"][-1] == 24  # the first trace point at or after 23
+    assert partial.test_count < full.test_count
+    resumed = pymf.sample(model, train, make_sampler(), checkpoint=checkpoint,
+                          checkpoint_every=10, **settings)
+    _same_results(resumed, full)
+    # the chain moved after the checkpoint (equal results are not two frozen chains)
+    assert not np.array_equal(resumed.last_state["U"], partial.last_state["U"])
+
+
+def test_a_checkpoint_of_another_run_is_refused(tmp_path):
+    R = synthetic(L=20, M=15, D=2)
+    sampler = pymf.DSGLD(blocks=2, batch_size=20, round_length=3, step_size=1e-3)
+    checkpoint = tmp_path / "bpmf.npz"
+    pymf.sample(pymf.BPMF(2), R, sampler, n_samples=10, seed=1, checkpoint=checkpoint)
+    for change in (dict(seed=2), dict(n_samples=12), dict(model=pymf.BPMF(2, tau=3.0)),
+                   dict(sampler=pymf.BPMFGibbs())):
+        args = {**dict(model=pymf.BPMF(2), sampler=sampler, n_samples=10, seed=1), **change}
+        with pytest.raises(ValueError, match="different run"):
+            pymf.sample(args.pop("model"), R, args.pop("sampler"), checkpoint=checkpoint, **args)
+    # the thread count does not change the chains: a checkpoint resumes under any
+    res = pymf.sample(pymf.BPMF(2), R, pymf.DSGLD(blocks=2, batch_size=20, round_length=3,
+                                                   step_size=1e-3, workers=1),
+                      n_samples=10, seed=1, checkpoint=checkpoint)
+    assert res.trace["iteration"][-1] == 10
+
+
+def test_a_real_ctrl_c_leaves_a_checkpoint_that_resumes_the_same_chains(tmp_path):
+    """SIGINT from another thread, wherever it lands: the run stops at the next consistent
+    point, returns what it has, and its checkpoint resumes to the uninterrupted result."""
+    import time
+    from ctrl_c import run_with_ctrl_c
+    R = synthetic(L=40, M=30, D=3)
+    train, test = R.split(0.2, seed=1)
+    sampler = pymf.DSGLD(blocks=2, batch_size=20, round_length=2, step_size=1e-3)
+    settings = dict(n_samples=3000, thin=1, seed=6, test=test, trace_every=3,
+                    checkpoint_every=100_000)
+    started = time.perf_counter()
+    full = pymf.sample(pymf.BPMF(3), train, sampler, **settings)
+    seconds = time.perf_counter() - started
+    checkpoint = tmp_path / "bpmf.npz"
+    partial = run_with_ctrl_c(lambda: pymf.sample(pymf.BPMF(3), train, sampler,
+                                                  checkpoint=checkpoint, **settings),
+                              0.4 * seconds)
+    assert partial.interrupted and 0 < partial.test_count < full.test_count
+    resumed = pymf.sample(pymf.BPMF(3), train, sampler, checkpoint=checkpoint, **settings)
+    _same_results(resumed, full)
+
+
+def test_init_starts_every_chain_there():
+    """DSGLD with a negligible step size stays where init put it: every chain, through the
+    permuted grid, back in the original order; a single U is used for every chain; biases
+    default to zero; bad init is refused by name."""
+    R = synthetic(L=30, M=20, D=2)
+    model = pymf.BPMF(2)
+    sampler = pymf.DSGLD(blocks=2, batch_size=20, round_length=3, step_size=1e-14,
+                         hyper_every=0)
+    rng = np.random.default_rng(0)
+    C = sampler.n_chains
+    init = {"U": rng.normal(size=(C, 30, 2)), "V": rng.normal(size=(C, 20, 2)),
+            "a": rng.normal(size=(C, 30)), "b": rng.normal(size=(C, 20))}
+    res = pymf.sample(model, R, sampler, n_samples=2, seed=3, init=init)
+    for key in "UVab":
+        np.testing.assert_allclose(res.last_state[key], init[key], atol=1e-5)
+    one = pymf.sample(model, R, sampler, n_samples=2, seed=3,
+                      init={"U": init["U"][1], "V": init["V"][1]})
+    np.testing.assert_allclose(one.last_state["U"], np.broadcast_to(init["U"][1], (C, 30, 2)),
+                               atol=1e-5)
+    np.testing.assert_allclose(one.last_state["a"], 0.0, atol=1e-5)
+    for bad, message in (({"U": np.zeros((30, 2))}, "dict with U"),
+                         ({"U": np.zeros((30, 3)), "V": np.zeros((20, 2))}, "shape"),
+                         ({"U": np.zeros((C + 1, 30, 2)), "V": np.zeros((20, 2))}, "per chain"),
+                         ({"U": np.full((30, 2), np.nan), "V": np.zeros((20, 2))}, "NaN"),
+                         ({"U": np.zeros((30, 2)), "V": np.zeros((20, 2)), "W": 1}, "unknown")):
+        with pytest.raises(ValueError, match=message):
+            pymf.sample(model, R, sampler, n_samples=1, init=bad)
+
+
+def test_gibbs_init_from_a_previous_result_starts_near_the_posterior():
+    """BPMF Gibbs started from a converged run's last_state fits the training data at once;
+    started at random it does not yet (a Gibbs sweep moves far, so compare the fit)."""
+    R = synthetic(L=30, M=20, D=2)
+    model = pymf.BPMF(2)
+    first = pymf.sample(model, R, pymf.BPMFGibbs(), n_samples=50, seed=3)
+    again = pymf.sample(model, R, pymf.BPMFGibbs(), n_samples=1, seed=4, init=first.last_state)
+    fresh = pymf.sample(model, R, pymf.BPMFGibbs(), n_samples=1, seed=4)
+    assert again.trace["train_rmse"][0] < fresh.trace["train_rmse"][0] - 0.1
