@@ -22,11 +22,14 @@ source "${PYMF_VENV:-$HOME/pymf/.venv}/bin/activate"
 export OMP_NUM_THREADS=1
 DATA="${DATA:-$HOME/data/ratings.dat}"           # MovieLens ratings.dat / ratings.csv / u.data
 OUT="${OUT:-$HOME/pymf-runs/dsgld-$SLURM_JOB_ID.npz}"
+# not named after the job: resubmitting this script resumes from the last checkpoint
+CHECKPOINT="${CHECKPOINT:-$HOME/pymf-runs/dsgld.checkpoint.npz}"
 mkdir -p "$(dirname "${OUT}")"
 
 # 4 x 4 square split: 16 blocks on 16 workers, 4 chains (one per orthogonal group)
 srun --mpi=pmix python -m pymf.mpi_bpmf --data "${DATA}" --test-fraction 0.2 --split-seed 0 \
      --rank 30 --tau 1.5 --split square --blocks 4 --batch-size 10000 --round-length 50 \
      --eps0 1e-4 --kappa 1000 --hyper-every 10 --samples 5000 --burnin-rmse 0.95 \
-     --burnin 2000 --thin 10 --no-keep-samples --out "${OUT}"
+     --burnin 2000 --thin 10 --no-keep-samples --out "${OUT}" \
+     --checkpoint "${CHECKPOINT}" --checkpoint-every 500
 # Results: pymf.load(OUT) in Python (test predictions, traces, R-hat / ESS via .diagnostics())

@@ -188,6 +188,8 @@ def bpmf_arguments(parser):
     parser.add_argument("--thin", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-keep-samples", action="store_true")
+    parser.add_argument("--checkpoint-every", type=int, default=None,
+                        help="rounds (sweeps) between checkpoints (default: a tenth of the run)")
 
 
 def bpmf_run_from_args(args, ratings):
@@ -218,12 +220,14 @@ def cmd_bpmf(args):
     ratings, test, model, sampler = bpmf_run_from_args(args, ratings)
     if args.sampler == "gibbs":
         sampler = pymf.BPMFGibbs(hyperprior=args.hyperprior, workers=args.threads)
+    os.makedirs(args.out, exist_ok=True)
+    checkpoint = os.path.join(args.out, "checkpoint.npz") if args.checkpoint else None
     started = time.perf_counter()
     result = pymf.sample(model, ratings, sampler, n_samples=args.samples, burnin=args.burnin,
                          thin=args.thin, seed=args.seed, test=test, burnin_rmse=args.burnin_rmse,
-                         keep_samples=not args.no_keep_samples,
+                         keep_samples=not args.no_keep_samples, checkpoint=checkpoint,
+                         checkpoint_every=args.checkpoint_every if checkpoint else None,
                          progress=False if args.no_progress else None)
-    os.makedirs(args.out, exist_ok=True)
     path = result.save(os.path.join(args.out, "result.npz"))
     summary = {"result": path, "sampler": sampler.params(), "model": model.params(),
                "seconds": time.perf_counter() - started,
@@ -362,6 +366,8 @@ def build_parser():
     b.add_argument("--demo-size", type=int, default=256)
     b.add_argument("--no-progress", action="store_true")
     b.add_argument("--out", default="pymf-bpmf", help="output folder")
+    b.add_argument("--checkpoint", action="store_true",
+                   help="checkpoint to OUT/checkpoint.npz and resume from it if present")
     b.set_defaults(func=cmd_bpmf)
 
     p.add_argument("--result", required=True)

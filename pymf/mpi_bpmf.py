@@ -30,7 +30,8 @@ import sys
 import numpy as np
 
 from pymf import _bpmf
-from pymf.bpmf import DSGLD, Layout, _initial_params, _rmse, bpmf_seeds, sample_bpmf
+from pymf.bpmf import (_CHAIN_ARRAYS, DSGLD, Layout, _initial_params, _rmse, bpmf_seeds,
+                       sample_bpmf)
 from pymf.errors import DivergenceError
 
 _TAG_TASK, _TAG_RESULT = 11, 12
@@ -111,7 +112,7 @@ class _ServerChains:
         sampler = self.sampler
         for eps in steps:
             round_ = self.round + 1
-            self.comm.bcast(("round", float(eps)), root=0)
+            self.comm.bcast(("round", float(eps), round_), root=0)
             tasks = _schedule(self.layout.c, self.n_chains, self.n_workers, round_)
             sends, recvs, requests = [], [], []
             for c, s, w in tasks:
@@ -141,6 +142,30 @@ class _ServerChains:
                                      int(self.setup.hyper_seeds[c]), round_)
             self.round = round_
 
+    def set_initial(self, init):
+        """Every chain from init (pymf.bpmf.check_init's dict, original order)."""
+        for c, p in enumerate(self.params):
+            for target, value in zip((p.U, p.V, p.a, p.b),
+                                     self.layout.to_grid(*(init[key][c] for key in "UVab"))):
+                target[...] = value
+
+    def checkpoint_state(self):
+        """As pymf.bpmf._Chains.checkpoint_state: a checkpoint of the server resumes in
+        shared memory and the other way round."""
+        state = {key: np.stack([getattr(p, key) for p in self.params]) for key in _CHAIN_ARRAYS}
+        state["counter"] = np.array(self.round)
+        return state
+
+    def restore_state(self, state):
+        for c, p in enumerate(self.params):
+            for key in _CHAIN_ARRAYS:
+                value = np.asarray(state[key][c], dtype=np.float64)
+                if value.shape != getattr(p, key).shape:
+                    raise ValueError(f"the checkpoint's {key} has shape {value.shape}, this run's "
+                                     f"{getattr(p, key).shape}")
+                getattr(p, key)[...] = value
+        self.round = int(state["counter"])
+
     def predict(self, chain, users_grid, items_grid):
         return _bpmf.predict(self.setup.c_model, self.params[chain], users_grid, items_grid)
 
@@ -157,7 +182,7 @@ class _ServerChains:
                             "lam_a": lam[2 * D], "lam_b": lam[2 * D + 1]}
 
     def stop(self):
-        self.comm.bcast(("stop", 0.0), root=0)
+        self.comm.bcast(("stop", 0.0, 0), root=0)
 
 
 def _worker_loop(comm, setup):
@@ -165,12 +190,11 @@ def _worker_loop(comm, setup):
     sampler = setup.sampler
     workers = {}
     D = setup.D
-    round_ = 0
     while True:
-        command, eps = comm.bcast(None, root=0)
+        # the server names the round: a run resumed from a checkpoint starts past round 1
+        command, eps, round_ = comm.bcast(None, root=0)
         if command != "round":
             return
-        round_ += 1
         first_step = (round_ - 1) * sampler.round_length + 1
         for c, s, w in _schedule(setup.layout.c, setup.n_chains, n_workers, round_):
             if w != rank:
@@ -202,9 +226,14 @@ def _worker_loop(comm, setup):
 
 
 def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=None,
-           trace_every=None, keep_samples=True, burnin_rmse=None, comm=None):
+           trace_every=None, keep_samples=True, burnin_rmse=None, init=None, checkpoint=None,
+           checkpoint_every=None, comm=None):
     """Call on every rank of an MPI job with >= 2 ranks. Returns the BPMFResult on rank 0
-    (the server) and None on the workers."""
+    (the server) and None on the workers.
+
+    init, checkpoint and checkpoint_every as in pymf.sample: the server holds every chain's
+    state, so it alone reads and writes the checkpoint (one .npz), in the same format as
+    the shared-memory sampler's: a run checkpointed in one resumes in the other."""
     if comm is None:
         from mpi4py import MPI
         comm = MPI.COMM_WORLD
@@ -222,7 +251,8 @@ def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=None,
     try:
         return sample_bpmf(model, ratings, sampler, n_samples, burnin=burnin, thin=thin, seed=seed,
                            test=test, trace_every=trace_every, keep_samples=keep_samples,
-                           burnin_rmse=burnin_rmse, _chains=chains)
+                           burnin_rmse=burnin_rmse, init=init, checkpoint=checkpoint,
+                           checkpoint_every=checkpoint_every, _chains=chains)
     finally:
         chains.stop()
 
@@ -243,6 +273,9 @@ def _parser():
     p = argparse.ArgumentParser(prog="python -m pymf.mpi_bpmf", description=__doc__.split("\n")[0])
     bpmf_arguments(p)
     p.add_argument("--out", required=True, help="result .npz (written by rank 0)")
+    p.add_argument("--checkpoint", default=None,
+                   help="checkpoint .npz (written by rank 0); if it exists the run resumes from "
+                        "it: resubmitting the same job goes on where it stopped")
     return p
 
 
@@ -252,7 +285,8 @@ def main(argv=None):
     train, test, model, sampler = bpmf_run_from_args(args, load_ratings(args.data))
     res = sample(model, train, sampler, args.samples, burnin=args.burnin, thin=args.thin,
                  seed=args.seed, test=test, keep_samples=not args.no_keep_samples,
-                 burnin_rmse=args.burnin_rmse)
+                 burnin_rmse=args.burnin_rmse, checkpoint=args.checkpoint,
+                 checkpoint_every=args.checkpoint_every)
     if res is not None:
         path = res.save(args.out)
         rmse = res.trace["test_rmse"][-1] if len(res.trace["test_rmse"]) else float("nan")

@@ -488,6 +488,15 @@ def test_command_line_bpmf_and_predict(tmp_path, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2 and all(np.isfinite(float(x)) for x in lines[0].split()[2:])
     assert cli.main(["bpmf", "--data", str(data), "--rank", "0", "--out", str(out)]) == 2
+    # --checkpoint: OUT/checkpoint.npz, and a second call resumes it (here: already finished)
+    args = ["bpmf", "--data", str(data), "--rank", "3", "--batch-size", "30", "--round-length",
+            "4", "--samples", "20", "--burnin", "5", "--thin", "2", "--out", str(out),
+            "--no-progress", "--checkpoint", "--checkpoint-every", "5"]
+    assert cli.main(args) == 0 and (out / "checkpoint.npz").exists()
+    first = pymf.load(out / "result.npz")
+    capsys.readouterr()
+    assert cli.main(args) == 0
+    assert np.array_equal(pymf.load(out / "result.npz").test_mean, first.test_mean)
 
 
 def test_ctrl_c_returns_what_was_sampled():

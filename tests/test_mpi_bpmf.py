@@ -89,3 +89,37 @@ def test_one_rank_is_refused(data_file, tmp_path):
                       cwd=tmp_path, timeout=120)
     assert proc.returncode != 0
     assert "at least 2 MPI ranks" in proc.stderr
+
+
+def test_a_shared_memory_checkpoint_resumes_under_mpi(data_file, tmp_path):
+    """One checkpoint format for both: a shared-memory run stopped at round 20 resumes on
+    the parameter server (its workers start at the checkpoint's round) and ends with the
+    result of a shared-memory run that never stopped; the server's final checkpoint is then
+    read back by the shared-memory sampler, which has nothing left to do."""
+    R, path = data_file
+    train, test = R.split(0.2, seed=1)
+    sampler = pymf.DSGLD(split="square", blocks=2, batch_size=30, round_length=4,
+                         step_size=pymf.AnnealedStep(2e-3, 50), hyper_every=3)
+    model = pymf.BPMF(3)
+    settings = dict(n_samples=30, burnin=10, thin=5, seed=9, test=test)
+    full = pymf.sample(model, train, sampler, **settings)
+    checkpoint = tmp_path / "bpmf.npz"
+    partial = pymf.sample(model, train, sampler, checkpoint=checkpoint, checkpoint_every=7,
+                          callback=lambda t, trace: t >= 20, **settings)
+    assert partial.trace["iteration"][-1] == 20
+    out = tmp_path / "mpi.npz"
+    proc = run_server(3, ["--data", path, "--split", "square", "--blocks", "2", *SETTINGS,
+                          "--out", str(out), "--checkpoint", str(checkpoint),
+                          "--checkpoint-every", "7"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    resumed = pymf.load(out)
+    for key in full.samples:
+        assert np.array_equal(resumed.samples[key], full.samples[key]), key
+        assert np.array_equal(resumed.last_state[key], full.last_state[key]), key
+    assert np.array_equal(resumed.test_mean, full.test_mean)
+    assert np.array_equal(resumed.test_std, full.test_std)
+    for key in ("iteration", "train_rmse", "test_rmse"):
+        assert np.array_equal(resumed.trace[key], full.trace[key], equal_nan=True), key
+    again = pymf.sample(model, train, sampler, checkpoint=checkpoint, **settings)
+    assert np.array_equal(again.test_mean, full.test_mean)
+    assert np.array_equal(again.trace["iteration"], full.trace["iteration"])
