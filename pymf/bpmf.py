@@ -547,7 +547,7 @@ class _Chains:
 def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=None,
                 trace_every=None, keep_samples=True, burnin_rmse=None, progress=None,
                 callback=None, n_threads=None, init=None, checkpoint=None,
-                checkpoint_every=None, _chains=None):
+                checkpoint_every=None, sample_dir=None, _chains=None):
     """Runs a BPMF sampler (DSGLD or BPMFGibbs); see pymf.sample and the module docstring.
 
     burnin       rounds (DSGLD) or sweeps (Gibbs) of burn-in; with burnin_rmse, the largest
@@ -564,6 +564,8 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=
                  bit, as a run that never stopped), and it is rewritten every
                  checkpoint_every units (default: a tenth of burnin + n_samples), at the end,
                  when the callback stops the run and on Ctrl-C
+    sample_dir   stream the kept samples to .npy files there (U_samples.npy, ...: kept x
+                 chains x ...) instead of memory; the result's samples are memory maps
     """
     if not isinstance(sampler, (DSGLD, BPMFGibbs)):
         raise ValueError(f"a BPMF model is sampled by pymf.DSGLD, pymf.SGLD or pymf.BPMFGibbs, "
@@ -607,9 +609,13 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=
             "seed": seed, "n_samples": n_samples, "burnin": burnin, "thin": thin,
             "burnin_rmse": burnin_rmse, "trace_every": trace_every, "keep_samples": bool(keep_samples),
             "data": _digest(ratings), "test": None if test is None else _digest(test),
-            "init": None if init is None else _digest(init)}, sort_keys=True)
-        if os.path.exists(checkpoint):
-            run.restore(checkpoint, fingerprint)
+            "init": None if init is None else _digest(init),
+            "streamed": sample_dir is not None and bool(keep_samples)}, sort_keys=True)
+    resuming = checkpoint is not None and os.path.exists(checkpoint)
+    if sample_dir is not None and keep_samples:
+        run.stream_samples(os.fspath(sample_dir), n_samples // thin, resuming)
+    if resuming:
+        run.restore(checkpoint, fingerprint)
     step = getattr(sampler, "step_size", None)
     show = progress if progress is not None else False
     interrupt = DeferredInterrupt()
@@ -736,6 +742,8 @@ class _BPMFRun:
 
     def __init__(self, chains, model, ratings, sampler, seed, test, mean_rating, keep_samples):
         self.chains, self.model, self.ratings, self.sampler = chains, model, ratings, sampler
+        self.n_kept = 0  # kept units (each one a sample of every chain)
+        self.streamed = None  # {U, V, a, b}: .npy memory maps (stream_samples)
         self.seed, self.test, self.mean_rating = seed, test, mean_rating
         self.t = 0
         self.n_after = 0  # units run since burn-in ended
@@ -757,8 +765,10 @@ class _BPMFRun:
             if test is not None:
                 self.welford.add(chains.predict(c, self.test_users, self.test_items))
             U, V, a, b, lam = chains.state(c)
-            if self.kept_samples is not None:
-                for key, value in zip("UVab", (U, V, a, b)):
+            for key, value in zip("UVab", (U, V, a, b)):
+                if self.streamed is not None:
+                    self.streamed[key][self.n_kept, c] = value
+                elif self.kept_samples is not None:
                     self.kept_samples[key].append(value)
             row = {"train_rmse": chains.train_rmse(c), "norm_U": math.sqrt(_sum_sq(U)),
                    "norm_V": math.sqrt(_sum_sq(V)), **lam}
@@ -766,20 +776,48 @@ class _BPMFRun:
                 self.summaries.setdefault(key, [[] for _ in range(C)])[c].append(value)
         if test is not None:
             self.test_rmse = _rmse(_sum_sq(self.welford.mean - test.values), test.nnz)
+        self.n_kept += 1
+
+    def stream_samples(self, sample_dir, n_keep, resuming):
+        """Kept samples go to sample_dir/{U,V,a,b}_samples.npy, each (n_keep, chains, ...)
+        in the original order, instead of memory; a resumed run reopens them (never
+        truncates)."""
+        open_memmap = np.lib.format.open_memmap
+        os.makedirs(sample_dir, exist_ok=True)
+        (L, M), D, C = self.ratings.shape, self.model.rank, self.chains.n_chains
+        shapes = {"U": (n_keep, C, L, D), "V": (n_keep, C, M, D), "a": (n_keep, C, L),
+                  "b": (n_keep, C, M)}
+        self.streamed = {}
+        for key, shape in shapes.items():
+            path = os.path.join(sample_dir, f"{key}_samples.npy")
+            if not resuming:
+                self.streamed[key] = open_memmap(path, mode="w+", dtype=np.float64, shape=shape)
+                continue
+            if not os.path.exists(path):
+                raise ValueError(f"resuming from a checkpoint, but the streamed samples {path!r} "
+                                 "are missing")
+            self.streamed[key] = open_memmap(path, mode="r+")
+            if self.streamed[key].shape != shape:
+                raise ValueError(f"the streamed samples {path!r} do not match this run")
+        self.kept_samples = None
 
     def save(self, path, fingerprint):
         """Everything needed to go on as if the run had not stopped, in one .npz written
         whole and then renamed (a crash never leaves half a checkpoint)."""
         arrays = {"fingerprint": np.array(fingerprint),
                   "counters": np.array([self.t, self.n_after,
-                                        -1 if self.burnin_end is None else self.burnin_end]),
+                                        -1 if self.burnin_end is None else self.burnin_end,
+                                        self.n_kept]),
                   "elapsed": np.array(self.elapsed), "test_rmse": np.array(self.test_rmse)}
         for key, value in self.chains.checkpoint_state().items():
             arrays["chain_" + key] = value
         if self.welford is not None:
             arrays["welford_count"] = np.array(self.welford.count)
             arrays["welford_mean"], arrays["welford_m2"] = self.welford.mean, self.welford.m2
-        if self.kept_samples is not None:
+        if self.streamed is not None:
+            for value in self.streamed.values():
+                value.flush()  # before the checkpoint that counts these samples
+        elif self.kept_samples is not None:
             for key, value in self.kept_samples.items():
                 arrays["kept_" + key] = np.asarray(value)
         for key, value in self.summaries.items():
@@ -798,7 +836,7 @@ class _BPMFRun:
                     "seed, data, init or run length differ); remove it or pass another path")
             self.chains.restore_state({key[6:]: ck[key] for key in ck.files
                                        if key.startswith("chain_")})
-            t, n_after, burnin_end = (int(x) for x in ck["counters"])
+            t, n_after, burnin_end, self.n_kept = (int(x) for x in ck["counters"])
             self.t, self.n_after = t, n_after
             self.burnin_end = None if burnin_end < 0 else burnin_end
             self.elapsed, self.test_rmse = float(ck["elapsed"]), float(ck["test_rmse"])
@@ -818,7 +856,10 @@ class _BPMFRun:
         n = len(self.trace["time"])
         trace = {k: np.asarray(v[:n], dtype=np.float64) for k, v in self.trace.items()}
         samples = None
-        if self.kept_samples is not None and self.kept_samples["U"]:
+        if self.streamed is not None:
+            if self.n_kept:
+                samples = {key: value[:self.n_kept] for key, value in self.streamed.items()}
+        elif self.kept_samples is not None and self.kept_samples["U"]:
             samples = {key: np.stack(value).reshape((-1, C) + value[0].shape)
                        for key, value in self.kept_samples.items()}
         summaries = {k: np.asarray(v, dtype=np.float64) for k, v in self.summaries.items()}

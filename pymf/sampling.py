@@ -339,8 +339,14 @@ def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, init=None,
     kept samples to .npy files there instead of memory. `checkpoint`: a .npz path; if it
     exists the run resumes from it, and it is rewritten every `checkpoint_every` iterations
     (default: a tenth of the run), on Ctrl-C and at the end. Ctrl-C returns what was sampled
-    so far (result.interrupted is True). A non-finite update raises pymf.DivergenceError,
+    so far (result.interrupted is True); it takes effect where the chain and the
+    bookkeeping agree, so the checkpoint it writes resumes the same chain (a second Ctrl-C
+    stops at once and writes nothing). A non-finite update raises pymf.DivergenceError,
     which carries the last finite state and the partial result.
+
+    For a pymf.BPMF model (sampled by pymf.DSGLD, pymf.SGLD or pymf.BPMFGibbs) the units
+    are rounds or sweeps, the result is a BPMFResult, `init` is a dict of U, V (a, b) and
+    `burnin_rmse` may end burn-in early: see pymf.bpmf.sample_bpmf.
     """
     from pymf.bpmf import BPMF
     if isinstance(model, BPMF):  # Bayesian PMF: pymf.bpmf (burnin_rmse is for it only)
@@ -441,10 +447,6 @@ def _sample_bpmf(model, data, sampler, n_samples, burnin, thin, seed, init, test
     and one block; the options that only the NMF samplers have are refused by name."""
     from pymf.bpmf import DSGLD, sample_bpmf
     from pymf.samplers import SGLD
-    if sample_dir is not None:
-        raise ValueError("sample_dir= is not supported for BPMF models yet: use "
-                         "keep_samples=False (the test predictions are streamed by Welford) or "
-                         "keep the samples in memory")
     if isinstance(sampler, SGLD):
         n = model.check_data(data).nnz
         sampler = DSGLD(chains=1, split="square", blocks=1, batch_size=sampler.batch_size(n),
@@ -452,4 +454,5 @@ def _sample_bpmf(model, data, sampler, n_samples, burnin, thin, seed, init, test
     return sample_bpmf(model, data, sampler, n_samples, burnin=burnin, thin=thin, seed=seed,
                        test=test, trace_every=trace_every, keep_samples=keep_samples,
                        progress=progress, callback=callback, burnin_rmse=burnin_rmse, init=init,
-                       checkpoint=checkpoint, checkpoint_every=checkpoint_every)
+                       checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                       sample_dir=sample_dir)

@@ -567,6 +567,33 @@ def test_resumed_run_equals_the_uninterrupted_one(kind, burnin_by_rmse, tmp_path
     assert not np.array_equal(resumed.last_state["U"], partial.last_state["U"])
 
 
+def test_streamed_samples_resume_with_the_checkpoint(tmp_path):
+    """sample_dir: the kept samples go to .npy files (kept x chains x ...), the same values
+    as in memory; a stopped run reopens them on resume without truncating."""
+    R = synthetic(L=40, M=30, D=3)
+    train, test = R.split(0.2, seed=1)
+    make_sampler, _ = CHECKPOINT_SAMPLERS["dsgld-hybrid"]
+    settings = dict(n_samples=40, burnin=15, thin=3, seed=4, test=test, trace_every=4)
+    model = pymf.BPMF(3, tau=1.5)
+    full = pymf.sample(model, train, make_sampler(), **settings)
+    sample_dir, checkpoint = tmp_path / "samples", tmp_path / "bpmf.npz"
+    partial = pymf.sample(model, train, make_sampler(), checkpoint=checkpoint,
+                          sample_dir=sample_dir, callback=lambda t, trace: t >= 23, **settings)
+    assert 0 < partial.samples["U"].shape[0] < full.samples["U"].shape[0]
+    resumed = pymf.sample(model, train, make_sampler(), checkpoint=checkpoint,
+                          sample_dir=sample_dir, **settings)
+    _same_results(resumed, full)
+    on_disk = np.load(sample_dir / "U_samples.npy", mmap_mode="r")
+    assert np.array_equal(on_disk, full.samples["U"])
+    # a checkpoint of a run that kept its samples in memory does not resume a streamed one
+    with pytest.raises(ValueError, match="different run"):
+        pymf.sample(model, train, make_sampler(), checkpoint=checkpoint, **settings)
+    (sample_dir / "V_samples.npy").unlink()
+    with pytest.raises(ValueError, match="streamed samples .* are missing"):
+        pymf.sample(model, train, make_sampler(), checkpoint=checkpoint,
+                    sample_dir=sample_dir, **settings)
+
+
 def test_a_checkpoint_of_another_run_is_refused(tmp_path):
     R = synthetic(L=20, M=15, D=2)
     sampler = pymf.DSGLD(blocks=2, batch_size=20, round_length=3, step_size=1e-3)
