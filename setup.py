@@ -77,7 +77,7 @@ def binding(name):
 
 
 extensions = [binding(name) for name in ("_status", "_core_info", "_blocks", "_tweedie", "_chain",
-                                         "_sgld", "_sgd", "_gibbs_nmf", "_bpmf")]
+                                         "_sgld", "_sgd", "_gibbs_nmf", "_bpmf", "_hamcmc")]
 
 
 

@@ -345,3 +345,48 @@ cdef extern from "pymf/bpmf_gibbs.h" nogil:
                                    double *b, double *hyper, int64_t *sweep)
     pymf_status pymf_bpmf_gibbs_run(pymf_bpmf_gibbs *g, int64_t n_sweeps, pymf_error *err)
     const pymf_bpmf_params *pymf_bpmf_gibbs_params(const pymf_bpmf_gibbs *g)
+
+
+cdef extern from "pymf/hamcmc.h" nogil:
+    ctypedef struct pymf_linear_gaussian:
+        int64_t n_data
+        int dim
+        const double *A
+        const double *x
+        double noise_var
+        double prior_var
+
+    ctypedef enum pymf_sgmcmc_kind:
+        PYMF_SGMCMC_SGLD
+        PYMF_SGMCMC_PSGLD
+        PYMF_SGMCMC_SGRLD
+        PYMF_SGMCMC_HAMCMC
+
+    ctypedef struct pymf_sgmcmc_config:
+        pymf_sgmcmc_kind kind
+        int64_t batch_size
+        uint64_t seed
+        int memory
+        double gamma
+        double lambda_ "lambda"
+        double alpha
+        const double *metric_chol
+
+    ctypedef struct pymf_sgmcmc:
+        pass
+
+    pymf_sgmcmc *pymf_sgmcmc_create(const pymf_linear_gaussian *model,
+                                    const pymf_sgmcmc_config *config, pymf_error *err)
+    void pymf_sgmcmc_destroy(pymf_sgmcmc *s)
+    pymf_status pymf_sgmcmc_start(pymf_sgmcmc *s, const double *theta, pymf_error *err)
+    pymf_status pymf_sgmcmc_run(pymf_sgmcmc *s, int64_t n_iter, const double *eps,
+                                double *samples, pymf_error *err)
+    void pymf_sgmcmc_state(const pymf_sgmcmc *s, double *theta, int64_t *t)
+    int64_t pymf_sgmcmc_skipped_pairs(const pymf_sgmcmc *s)
+    void pymf_lg_grad_potential(const pymf_linear_gaussian *m, const double *theta,
+                                const int64_t *idx, int64_t n_idx, double *grad,
+                                double *mean_lik)
+    int pymf_lbfgs_apply(int dim, int n_pairs, const double *S, const double *Y, double gamma,
+                         const double *g, double *out, double *work)
+    int pymf_lbfgs_sqrt_apply(int dim, int n_pairs, const double *S, const double *Y,
+                              double gamma, const double *z, double *out, double *work)

@@ -61,6 +61,27 @@ def make_tweedie_nmf(n_rows, n_cols, rank, beta=1.0, phi=1.0, seed=0, lam_w=1.0,
     return V, W, H
 
 
+def make_linear_gaussian(n_data, dim, noise_var=10.0, prior_var=1.0, spread=100.0, seed=0):
+    """(A, x, theta_true) from the linear-Gaussian model of the HAMCMC paper (section 4.1):
+    theta ~ N(0, prior_var I), x_n ~ N(a_n . theta, noise_var). The rows a_n are drawn from
+    N(0, C) with C = Q diag(c) Q^T, Q a random rotation and c log-spaced over a factor
+    `spread`, so that the posterior is correlated and its scales differ (the setting where
+    SGLD mixes poorly)."""
+    for name, n in (("n_data", n_data), ("dim", dim)):
+        if int(n) != n or n <= 0:
+            raise ValueError(f"{name} must be a positive integer, got {n!r}")
+    if not (noise_var > 0 and prior_var > 0 and spread >= 1):
+        raise ValueError("noise_var and prior_var must be positive and spread >= 1")
+    rng = np.random.default_rng(seed)
+    n_data, dim = int(n_data), int(dim)
+    Q, _ = np.linalg.qr(rng.normal(size=(dim, dim)))
+    scales = np.logspace(0.0, -np.log10(spread), dim) if dim > 1 else np.ones(1)
+    A = rng.normal(size=(n_data, dim)) * np.sqrt(scales) @ Q.T
+    theta = rng.normal(0.0, np.sqrt(prior_var), dim)
+    x = A @ theta + rng.normal(0.0, np.sqrt(noise_var), n_data)
+    return A, x, theta
+
+
 def demo(size=256, rank=32, seed=0):
     """The embedded default data: the paper's synthetic Poisson-NMF (I = J = size, K = rank)."""
     return make_tweedie_nmf(size, size, rank, beta=1.0, phi=1.0, seed=seed)

@@ -95,6 +95,25 @@ def step_size_from_params(params):
     return PolynomialDecay(params["a"], params["b"])
 
 
+def check_batch_size(batch_size):
+    """A minibatch size: an int >= 1, or a float in (0, 1] meaning that fraction of the data."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Real):
+        raise ValueError(f"batch_size must be an int or a fraction, got {batch_size!r}")
+    if isinstance(batch_size, numbers.Integral):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    elif not 0.0 < batch_size <= 1.0:
+        raise ValueError(f"a fractional batch_size must be in (0, 1], got {batch_size}")
+    return batch_size
+
+
+def batch_count(batch_size, n):
+    """The number of entries per minibatch out of n (check_batch_size's value)."""
+    if isinstance(batch_size, numbers.Integral):
+        return int(batch_size)
+    return max(1, int(round(batch_size * n)))
+
+
 def _check_threads(n_threads):
     if n_threads is None:
         return 0
@@ -162,19 +181,10 @@ class SGLD(_Langevin):
 
     def __init__(self, step_size=1e-3, batch_size=1.0 / 32, n_threads=None, blocks=None):
         super().__init__(step_size, blocks, n_threads, permute=False)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Real):
-            raise ValueError(f"batch_size must be an int or a fraction, got {batch_size!r}")
-        if isinstance(batch_size, numbers.Integral):
-            if batch_size < 1:
-                raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        elif not 0.0 < batch_size <= 1.0:
-            raise ValueError(f"a fractional batch_size must be in (0, 1], got {batch_size}")
-        self._batch = batch_size
+        self._batch = check_batch_size(batch_size)
 
     def batch_size(self, n_observed):
-        if isinstance(self._batch, numbers.Integral):
-            return int(self._batch)
-        return max(1, int(round(self._batch * n_observed)))
+        return batch_count(self._batch, n_observed)
 
     def params(self):
         out = super().params()

@@ -349,6 +349,18 @@ def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, init=None,
     `burnin_rmse` may end burn-in early: see pymf.bpmf.sample_bpmf.
     """
     from pymf.bpmf import BPMF
+    from pymf.hamcmc import HAMCMC, SGRLD, LinearGaussian, PreconditionedSGLD, sample_linear
+    if isinstance(model, LinearGaussian):  # the HAMCMC paper's model: pymf.hamcmc
+        for name, value in (("test", test), ("sample_dir", sample_dir), ("checkpoint", checkpoint),
+                            ("checkpoint_every", checkpoint_every), ("burnin_rmse", burnin_rmse)):
+            if value is not None:
+                raise ValueError(f"{name}= is not supported for LinearGaussian models")
+        return sample_linear(model, data, sampler, n_samples, burnin=burnin, thin=thin, seed=seed,
+                             init=init, trace_every=trace_every, keep_samples=keep_samples,
+                             callback=callback)
+    if isinstance(sampler, (HAMCMC, PreconditionedSGLD, SGRLD)):
+        raise ValueError(f"{type(sampler).__name__} samples pymf.LinearGaussian models only (HAMCMC "
+                         "for matrix factorisation is not implemented yet)")
     if isinstance(model, BPMF):  # Bayesian PMF: pymf.bpmf (burnin_rmse is for it only)
         return _sample_bpmf(model, data, sampler, n_samples, burnin, thin, seed, init, test,
                             trace_every, sample_dir, keep_samples, checkpoint, checkpoint_every,

@@ -1,0 +1,110 @@
+/*
+ * pymf/hamcmc.h: HAMCMC, stochastic quasi-Newton Langevin Monte Carlo (Simsekli, Badeau,
+ * Cemgil & Richard, ICML 2016), and the samplers the paper compares it with, on the
+ * paper's linear-Gaussian model (section 4.1), whose posterior is known exactly.
+ *
+ * Model: theta ~ N(0, prior_var I) in R^D, x_n | theta ~ N(a_n . theta, noise_var), n < N.
+ * Potential U(theta) = -log p(theta) - sum_n log p(x_n | theta); its minibatch estimate
+ * U_Omega scales the likelihood part by N / |Omega| (Omega drawn with replacement).
+ *
+ * Samplers (convention theta += -eps * precond * grad U_Omega + N(0, 2 eps precond)):
+ *   SGLD    precond = I.
+ *   PSGLD   preconditioned SGLD (Li et al., AAAI 2016; not the parallel SGLD of sgld.h):
+ *           V = alpha V + (1 - alpha) g*g with g the mean per-datum likelihood gradient of
+ *           the minibatch (V starts at g*g of the first one), precond = diag(1 / (lambda +
+ *           sqrt V)); the correction term Gamma is dropped, as in the paper's experiments.
+ *   SGRLD   precond = the inverse expected Fisher information of the whole problem,
+ *           (A^T A / noise_var + I / prior_var)^-1, constant for this model (so Gamma = 0);
+ *           the caller passes its lower Cholesky factor L (precond = L L^T).
+ *   HAMCMC  theta_t = theta_{t-M} - eps H_t grad U_Omega_t(theta_{t-M}) + sqrt(2 eps) S_t z,
+ *           H_t the L-BFGS inverse Hessian from H^0 = gamma I and the M - 1 pairs
+ *           tau = t-M+1 .. t-1 (oldest first), s_tau = theta_tau - theta_{tau-M},
+ *           y_tau = grad U_Omega_tau(theta_tau) - grad U_Omega_tau(theta_{tau-M}) + lambda s_tau
+ *           (both gradients on the minibatch of iteration tau): none of them involves
+ *           theta_{t-M}, so H_t does not depend on the state being moved and no correction
+ *           term is needed. S_t S_t^T = H_t by the product form of Brodlie, Gourlay and
+ *           Greenstadt (1973), O(M^2 D). A pair with s^T y <= 0 (H would not be positive
+ *           definite) is left out of both H_t and S_t, and counted. Iterations 1 .. 2M are
+ *           Langevin steps from theta_0 preconditioned by H^0 = gamma I (so eps has the same
+ *           units throughout), which provide the first samples and pairs the recursion needs
+ *           (the paper assumes theta_0 .. theta_2M given). In the directions the M - 1 pairs
+ *           do not reach, H_t stays close to gamma I: gamma must suit the stiffest direction
+ *           as an SGLD step would (eps gamma * largest curvature < 2).
+ *
+ * Randomness: the Gaussians z of iteration t and the minibatch of iteration t come from
+ * Philox (philox.h) indexed by (seed, stream, t): the chain is a pure function of (seed, t).
+ * A non-finite new state stops the run with PYMF_EDIVERGED naming the iteration; the last
+ * finite state (and everything the sampler carries) is kept.
+ */
+#ifndef PYMF_HAMCMC_H
+#define PYMF_HAMCMC_H
+
+#include "pymf/common.h"
+
+#define PYMF_STREAM_SGMCMC_NOISE 8u
+#define PYMF_STREAM_SGMCMC_BATCH 9u
+
+typedef struct {
+    int64_t n_data;   /* N */
+    int dim;          /* D */
+    const double *A;  /* N x D, row-major: a_n is row n */
+    const double *x;  /* N */
+    double noise_var, prior_var;
+} pymf_linear_gaussian;
+
+typedef enum {
+    PYMF_SGMCMC_SGLD = 0,
+    PYMF_SGMCMC_PSGLD = 1,
+    PYMF_SGMCMC_SGRLD = 2,
+    PYMF_SGMCMC_HAMCMC = 3
+} pymf_sgmcmc_kind;
+
+typedef struct {
+    pymf_sgmcmc_kind kind;
+    int64_t batch_size;        /* |Omega|; 0 (or >= N): the full data, no sampling */
+    uint64_t seed;             /* Philox key of the noise and the minibatches */
+    int memory;                /* HAMCMC: M >= 2 */
+    double gamma;              /* HAMCMC: H^0 = gamma I (> 0) */
+    double lambda;             /* HAMCMC: y += lambda s (>= 0); PSGLD: lambda in 1/(lambda + sqrt V) (> 0) */
+    double alpha;              /* PSGLD: V's forgetting factor, in [0, 1) */
+    const double *metric_chol; /* SGRLD: L (D x D, row-major, lower), copied at create */
+} pymf_sgmcmc_config;
+
+typedef struct pymf_sgmcmc pymf_sgmcmc;
+
+/* Checks the model (finite A and x, positive variances) and the configuration. The model's
+ * arrays must outlive the sampler. */
+pymf_sgmcmc *pymf_sgmcmc_create(const pymf_linear_gaussian *model, const pymf_sgmcmc_config *config,
+                                pymf_error *err);
+void pymf_sgmcmc_destroy(pymf_sgmcmc *s);
+
+/* Restarts the chain at theta (finite, D values) as iteration 0: HAMCMC's history and
+ * PSGLD's V are forgotten. */
+pymf_status pymf_sgmcmc_start(pymf_sgmcmc *s, const double *theta, pymf_error *err);
+
+/* n_iter iterations with step sizes eps[0 .. n_iter - 1] (positive, finite); samples, if
+ * not NULL, receives the state after each iteration (n_iter x D). */
+pymf_status pymf_sgmcmc_run(pymf_sgmcmc *s, int64_t n_iter, const double *eps, double *samples,
+                            pymf_error *err);
+
+/* The current state theta_t (D values) and t. */
+void pymf_sgmcmc_state(const pymf_sgmcmc *s, double *theta, int64_t *t);
+/* HAMCMC: memory pairs left out so far because s^T y <= 0. */
+int64_t pymf_sgmcmc_skipped_pairs(const pymf_sgmcmc *s);
+
+/* grad U_Omega(theta) over the entries idx[0 .. n_idx - 1] (idx NULL: all N entries, scale 1).
+ * With mean_lik not NULL, also the mean per-datum likelihood gradient over them. */
+void pymf_lg_grad_potential(const pymf_linear_gaussian *m, const double *theta, const int64_t *idx,
+                            int64_t n_idx, double *grad, double *mean_lik);
+
+/* L-BFGS products from H^0 = gamma I and n_pairs pairs (s_i, y_i), oldest first (rows of
+ * S and Y, n_pairs x D); pairs with s^T y <= 0 are left out (as in the sampler):
+ *   pymf_lbfgs_apply:      out = H g (two-loop recursion, O(n_pairs D))
+ *   pymf_lbfgs_sqrt_apply: out = S z with S S^T = H (product form, O(n_pairs^2 D)).
+ * work: 4 n_pairs D + 2 D doubles. Returns the number of pairs used. */
+int pymf_lbfgs_apply(int dim, int n_pairs, const double *S, const double *Y, double gamma,
+                     const double *g, double *out, double *work);
+int pymf_lbfgs_sqrt_apply(int dim, int n_pairs, const double *S, const double *Y, double gamma,
+                          const double *z, double *out, double *work);
+
+#endif

@@ -1,0 +1,458 @@
+/* HAMCMC and its baselines (SGLD, preconditioned SGLD, SGRLD) on the linear-Gaussian
+ * model: see pymf/hamcmc.h for the maths. */
+#include "pymf/hamcmc.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pymf/philox.h"
+
+struct pymf_sgmcmc {
+    pymf_linear_gaussian model;
+    pymf_sgmcmc_config config;
+    int64_t t;
+    double *theta;        /* SGLD, PSGLD, SGRLD: the state; HAMCMC: the window theta_{t-M+1..t},
+                             theta_u in slot u mod M (memory x D) */
+    double *next;         /* the state being built */
+    double *grad, *grad2; /* gradients of U_Omega */
+    double *mean_lik;     /* PSGLD: mean per-datum likelihood gradient */
+    double *V, *V_next;   /* PSGLD: the second-moment estimate, and its update */
+    double *chol;         /* SGRLD: L */
+    double *noise, *step; /* z, and the preconditioned drift */
+    double *root_noise;   /* HAMCMC: S_t z */
+    double *pair_s, *pair_y; /* HAMCMC: the memory - 1 latest pairs, oldest first */
+    int n_pairs;          /* pairs held (fewer than memory - 1 in the first iterations) */
+    double *work;         /* pymf_lbfgs_* scratch */
+    int64_t *batch;
+    uint32_t *batch_words;
+    int64_t skipped_pairs;
+};
+
+/* ------------------------------------------------------------------ the model */
+
+void pymf_lg_grad_potential(const pymf_linear_gaussian *m, const double *theta, const int64_t *idx,
+                            int64_t n_idx, double *grad, double *mean_lik)
+{
+    const int D = m->dim;
+    const int64_t n = idx == NULL ? m->n_data : n_idx;
+    /* the likelihood part: sum over the entries of a_n (x_n - a_n . theta) / noise_var */
+    double *lik = mean_lik != NULL ? mean_lik : grad;
+    memset(lik, 0, (size_t)D * sizeof(double));
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t row = idx == NULL ? i : idx[i];
+        const double *a = m->A + row * D;
+        double dot = 0.0;
+        for (int d = 0; d < D; ++d)
+            dot += a[d] * theta[d];
+        const double r = (m->x[row] - dot) / m->noise_var;
+        for (int d = 0; d < D; ++d)
+            lik[d] += r * a[d];
+    }
+    const double scale = n > 0 ? (double)m->n_data / (double)n : 0.0;
+    for (int d = 0; d < D; ++d) {
+        const double sum = lik[d];
+        grad[d] = theta[d] / m->prior_var - scale * sum;
+        if (mean_lik != NULL)
+            mean_lik[d] = n > 0 ? sum / (double)n : 0.0;
+    }
+}
+
+/* ------------------------------------------------------------------ L-BFGS products */
+
+static double dot(int D, const double *a, const double *b)
+{
+    double s = 0.0;
+    for (int d = 0; d < D; ++d)
+        s += a[d] * b[d];
+    return s;
+}
+
+static void axpy(int D, double alpha, const double *x, double *y)
+{
+    for (int d = 0; d < D; ++d)
+        y[d] += alpha * x[d];
+}
+
+/* s^T y > 0 (and finite): the pair keeps H positive definite */
+static int usable(int D, const double *s, const double *y, double *sy)
+{
+    *sy = dot(D, s, y);
+    return isfinite(*sy) && *sy > 0.0;
+}
+
+int pymf_lbfgs_apply(int D, int n_pairs, const double *S, const double *Y, double gamma,
+                     const double *g, double *out, double *work)
+{
+    double *alpha = work;       /* n_pairs */
+    double *rho = work + n_pairs; /* n_pairs; 0 marks a pair left out */
+    int used = 0;
+    for (int i = 0; i < n_pairs; ++i) {
+        double sy;
+        rho[i] = usable(D, S + (size_t)i * D, Y + (size_t)i * D, &sy) ? 1.0 / sy : 0.0;
+        used += rho[i] > 0.0;
+    }
+    memcpy(out, g, (size_t)D * sizeof(double));
+    for (int i = n_pairs - 1; i >= 0; --i) {
+        if (rho[i] == 0.0)
+            continue;
+        alpha[i] = rho[i] * dot(D, S + (size_t)i * D, out);
+        axpy(D, -alpha[i], Y + (size_t)i * D, out);
+    }
+    for (int d = 0; d < D; ++d)
+        out[d] *= gamma;
+    for (int i = 0; i < n_pairs; ++i) {
+        if (rho[i] == 0.0)
+            continue;
+        const double beta = rho[i] * dot(D, Y + (size_t)i * D, out);
+        axpy(D, alpha[i] - beta, S + (size_t)i * D, out);
+    }
+    return used;
+}
+
+int pymf_lbfgs_sqrt_apply(int D, int n_pairs, const double *S, const double *Y, double gamma,
+                          const double *z, double *out, double *work)
+{
+    /* H^m = (I - p q^T) H^(m-1) (I - q p^T) and B^m = (H^m)^-1 = C^m (C^m)^T with
+     * C^m = (I - u v^T) C^(m-1), from H^0 = gamma I, C^0 = I / sqrt(gamma):
+     *   b = B^(m-1) s, sigma = s^T b,
+     *   p = s / (s^T y), q = sqrt(s^T y / sigma) b + y,
+     *   v = s / sigma,   u = sqrt(sigma / s^T y) y + b,
+     * so S^m = (I - p q^T) S^(m-1), S^0 = sqrt(gamma) I, satisfies S S^T = H. */
+    double *P = work, *Q = work + (size_t)n_pairs * D;
+    double *Uv = work + 2 * (size_t)n_pairs * D, *Vv = work + 3 * (size_t)n_pairs * D;
+    double *b = work + 4 * (size_t)n_pairs * D;
+    const double root_gamma = sqrt(gamma);
+    int used = 0; /* pairs kept so far: the rows 0 .. used - 1 of P, Q, Uv, Vv */
+    for (int i = 0; i < n_pairs; ++i) {
+        const double *s = S + (size_t)i * D, *y = Y + (size_t)i * D;
+        double sy;
+        if (!usable(D, s, y, &sy))
+            continue;
+        /* b = C C^T s: C^T = (1/sqrt(gamma)) (I - v_1 u_1^T) ... (I - v_k u_k^T) */
+        memcpy(b, s, (size_t)D * sizeof(double));
+        for (int j = used - 1; j >= 0; --j)
+            axpy(D, -dot(D, Uv + (size_t)j * D, b), Vv + (size_t)j * D, b);
+        for (int d = 0; d < D; ++d)
+            b[d] /= gamma; /* 1/sqrt(gamma) from C^T and from C */
+        for (int j = 0; j < used; ++j)
+            axpy(D, -dot(D, Vv + (size_t)j * D, b), Uv + (size_t)j * D, b);
+        const double sigma = dot(D, s, b);
+        double *p = P + (size_t)used * D, *q = Q + (size_t)used * D;
+        double *u = Uv + (size_t)used * D, *v = Vv + (size_t)used * D;
+        const double c_q = sqrt(sy / sigma), c_u = sqrt(sigma / sy);
+        for (int d = 0; d < D; ++d) {
+            p[d] = s[d] / sy;
+            q[d] = c_q * b[d] + y[d];
+            v[d] = s[d] / sigma;
+            u[d] = c_u * y[d] + b[d];
+        }
+        ++used;
+    }
+    /* out = (I - p_k q_k^T) ... (I - p_1 q_1^T) sqrt(gamma) z */
+    for (int d = 0; d < D; ++d)
+        out[d] = root_gamma * z[d];
+    for (int j = 0; j < used; ++j)
+        axpy(D, -dot(D, Q + (size_t)j * D, out), P + (size_t)j * D, out);
+    return used;
+}
+
+/* ------------------------------------------------------------------ the sampler */
+
+void pymf_sgmcmc_destroy(pymf_sgmcmc *s)
+{
+    if (s == NULL)
+        return;
+    free(s->theta);
+    free(s->next);
+    free(s->grad);
+    free(s->grad2);
+    free(s->mean_lik);
+    free(s->V);
+    free(s->V_next);
+    free(s->chol);
+    free(s->noise);
+    free(s->step);
+    free(s->root_noise);
+    free(s->pair_s);
+    free(s->pair_y);
+    free(s->work);
+    free(s->batch);
+    free(s->batch_words);
+    free(s);
+}
+
+static int all_finite(int64_t n, const double *x)
+{
+    for (int64_t i = 0; i < n; ++i)
+        if (!isfinite(x[i]))
+            return 0;
+    return 1;
+}
+
+pymf_sgmcmc *pymf_sgmcmc_create(const pymf_linear_gaussian *model, const pymf_sgmcmc_config *config,
+                                pymf_error *err)
+{
+    const int D = model->dim;
+    const int64_t N = model->n_data;
+    if (D <= 0 || N <= 0) {
+        pymf_fail(err, PYMF_EINVAL, "the linear-Gaussian model needs D >= 1 and N >= 1 (got D = %d, N = %lld)",
+                  D, (long long)N);
+        return NULL;
+    }
+    if (!(model->noise_var > 0.0 && isfinite(model->noise_var) && model->prior_var > 0.0 &&
+          isfinite(model->prior_var))) {
+        pymf_fail(err, PYMF_EINVAL, "noise_var and prior_var must be positive and finite");
+        return NULL;
+    }
+    if (!all_finite(N * D, model->A) || !all_finite(N, model->x)) {
+        pymf_fail(err, PYMF_EINVAL, "the design matrix A and the observations x must be finite");
+        return NULL;
+    }
+    if (config->batch_size < 0) {
+        pymf_fail(err, PYMF_EINVAL, "batch_size must be >= 0 (0: the full data)");
+        return NULL;
+    }
+    const int M = config->kind == PYMF_SGMCMC_HAMCMC ? config->memory : 1;
+    switch (config->kind) {
+    case PYMF_SGMCMC_SGLD:
+        break;
+    case PYMF_SGMCMC_PSGLD:
+        if (!(config->lambda > 0.0 && isfinite(config->lambda) && config->alpha >= 0.0 &&
+              config->alpha < 1.0)) {
+            pymf_fail(err, PYMF_EINVAL, "preconditioned SGLD needs lambda > 0 and alpha in [0, 1)");
+            return NULL;
+        }
+        break;
+    case PYMF_SGMCMC_SGRLD:
+        if (config->metric_chol == NULL || !all_finite((int64_t)D * D, config->metric_chol)) {
+            pymf_fail(err, PYMF_EINVAL, "SGRLD needs the finite Cholesky factor of its metric");
+            return NULL;
+        }
+        break;
+    case PYMF_SGMCMC_HAMCMC:
+        if (config->memory < 2 || config->memory > 64) {
+            pymf_fail(err, PYMF_EINVAL, "HAMCMC's memory M must be in [2, 64], got %d", config->memory);
+            return NULL;
+        }
+        if (!(config->gamma > 0.0 && isfinite(config->gamma) && config->lambda >= 0.0 &&
+              isfinite(config->lambda))) {
+            pymf_fail(err, PYMF_EINVAL, "HAMCMC needs gamma > 0 and lambda >= 0, both finite");
+            return NULL;
+        }
+        break;
+    default:
+        pymf_fail(err, PYMF_EINVAL, "unknown sampler kind %d", (int)config->kind);
+        return NULL;
+    }
+    pymf_sgmcmc *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        pymf_fail(err, PYMF_ENOMEM, "out of memory");
+        return NULL;
+    }
+    s->model = *model;
+    s->config = *config;
+    s->config.metric_chol = NULL;
+    const int64_t batch = config->batch_size == 0 || config->batch_size >= N ? 0 : config->batch_size;
+    s->config.batch_size = batch;
+    const size_t d = (size_t)D;
+    const int pairs = M - 1;
+    s->theta = calloc((size_t)M * d, sizeof(double));
+    s->next = calloc(d, sizeof(double));
+    s->grad = calloc(d, sizeof(double));
+    s->grad2 = calloc(d, sizeof(double));
+    s->mean_lik = calloc(d, sizeof(double));
+    s->V = calloc(d, sizeof(double));
+    s->V_next = calloc(d, sizeof(double));
+    s->noise = calloc(d, sizeof(double));
+    s->step = calloc(d, sizeof(double));
+    s->root_noise = calloc(d, sizeof(double));
+    s->pair_s = calloc((size_t)(pairs > 0 ? pairs : 1) * d, sizeof(double));
+    s->pair_y = calloc((size_t)(pairs > 0 ? pairs : 1) * d, sizeof(double));
+    s->work = calloc((4 * (size_t)(pairs > 0 ? pairs : 1) + 2) * d, sizeof(double));
+    s->batch = calloc((size_t)(batch > 0 ? batch : 1), sizeof(int64_t));
+    s->batch_words = calloc((size_t)(batch > 0 ? (batch + 3) / 4 * 4 : 4), sizeof(uint32_t));
+    if (config->kind == PYMF_SGMCMC_SGRLD) {
+        s->chol = malloc(d * d * sizeof(double));
+        if (s->chol != NULL)
+            memcpy(s->chol, config->metric_chol, d * d * sizeof(double));
+    }
+    if (s->theta == NULL || s->next == NULL || s->grad == NULL || s->grad2 == NULL ||
+        s->mean_lik == NULL || s->V == NULL || s->V_next == NULL || s->noise == NULL ||
+        s->step == NULL || s->root_noise == NULL || s->pair_s == NULL || s->pair_y == NULL || s->work == NULL ||
+        s->batch == NULL || s->batch_words == NULL ||
+        (config->kind == PYMF_SGMCMC_SGRLD && s->chol == NULL)) {
+        pymf_sgmcmc_destroy(s);
+        pymf_fail(err, PYMF_ENOMEM, "out of memory for a sampler of dimension %d", D);
+        return NULL;
+    }
+    return s;
+}
+
+static int window(const pymf_sgmcmc *s)
+{
+    return s->config.kind == PYMF_SGMCMC_HAMCMC ? s->config.memory : 1;
+}
+
+/* theta_u: slot u mod M of the window */
+static double *sample_at(const pymf_sgmcmc *s, int64_t u)
+{
+    return s->theta + (size_t)(u % window(s)) * (size_t)s->model.dim;
+}
+
+pymf_status pymf_sgmcmc_start(pymf_sgmcmc *s, const double *theta, pymf_error *err)
+{
+    const int D = s->model.dim;
+    if (!all_finite(D, theta))
+        return pymf_fail(err, PYMF_EINVAL, "the starting state contains NaN or inf");
+    s->t = 0;
+    memcpy(sample_at(s, 0), theta, (size_t)D * sizeof(double));
+    s->n_pairs = 0;
+    s->skipped_pairs = 0;
+    memset(s->V, 0, (size_t)D * sizeof(double));
+    return PYMF_OK;
+}
+
+void pymf_sgmcmc_state(const pymf_sgmcmc *s, double *theta, int64_t *t)
+{
+    if (theta != NULL)
+        memcpy(theta, sample_at(s, s->t), (size_t)s->model.dim * sizeof(double));
+    if (t != NULL)
+        *t = s->t;
+}
+
+int64_t pymf_sgmcmc_skipped_pairs(const pymf_sgmcmc *s)
+{
+    return s->skipped_pairs;
+}
+
+/* The minibatch of iteration t: batch_size positions from Philox words of counters
+ * {g, 0, t, BATCH}, (w * N) >> 32 mapping a word to [0, N) (bias < N / 2^32). Returns the
+ * index list, or NULL for the full data. */
+static const int64_t *draw_batch(pymf_sgmcmc *s, int64_t t)
+{
+    const int64_t m = s->config.batch_size;
+    if (m == 0)
+        return NULL;
+    const uint64_t N = (uint64_t)s->model.n_data;
+    pymf_philox_words(s->config.seed, PYMF_STREAM_SGMCMC_BATCH, (uint64_t)t, 0,
+                      (uint32_t)((m + 3) / 4), s->batch_words);
+    for (int64_t i = 0; i < m; ++i)
+        s->batch[i] = (int64_t)(((uint64_t)s->batch_words[i] * N) >> 32);
+    return s->batch;
+}
+
+static void gradient(pymf_sgmcmc *s, const double *theta, const int64_t *batch, double *grad,
+                     double *mean_lik)
+{
+    pymf_lg_grad_potential(&s->model, theta, batch, s->config.batch_size, grad, mean_lik);
+}
+
+/* HAMCMC's pair of iteration t (its state theta_t = next, its minibatch, theta_{t-M} = from,
+ * grad U_Omega_t(from) = grad_from), appended after the oldest is dropped. */
+static void add_pair(pymf_sgmcmc *s, const int64_t *batch, const double *from,
+                     const double *grad_from)
+{
+    const int D = s->model.dim, capacity = s->config.memory - 1;
+    const size_t d = (size_t)D;
+    if (s->n_pairs == capacity) {
+        memmove(s->pair_s, s->pair_s + d, (size_t)(capacity - 1) * d * sizeof(double));
+        memmove(s->pair_y, s->pair_y + d, (size_t)(capacity - 1) * d * sizeof(double));
+        --s->n_pairs;
+    }
+    double *ps = s->pair_s + (size_t)s->n_pairs * d, *py = s->pair_y + (size_t)s->n_pairs * d;
+    gradient(s, s->next, batch, s->grad2, NULL);
+    for (int k = 0; k < D; ++k) {
+        ps[k] = s->next[k] - from[k];
+        py[k] = s->grad2[k] - grad_from[k] + s->config.lambda * ps[k];
+    }
+    double sy;
+    if (!usable(D, ps, py, &sy))
+        ++s->skipped_pairs;
+    ++s->n_pairs;
+}
+
+pymf_status pymf_sgmcmc_run(pymf_sgmcmc *s, int64_t n_iter, const double *eps, double *samples,
+                            pymf_error *err)
+{
+    const int D = s->model.dim, M = window(s);
+    const size_t d = (size_t)D;
+    const pymf_sgmcmc_kind kind = s->config.kind;
+    for (int64_t i = 0; i < n_iter; ++i) {
+        if (!(eps[i] > 0.0 && isfinite(eps[i])))
+            return pymf_fail(err, PYMF_EINVAL, "step size at iteration %lld is %g; it must be "
+                             "positive and finite", (long long)(s->t + i + 1), eps[i]);
+    }
+    for (int64_t i = 0; i < n_iter; ++i) {
+        const int64_t t = s->t + 1;
+        const double e = eps[i], root = sqrt(2.0 * e);
+        const int64_t *batch = draw_batch(s, t);
+        pymf_noise_row(s->config.seed, PYMF_STREAM_SGMCMC_NOISE, (uint64_t)t, 0, D, s->noise);
+        /* HAMCMC moves theta_{t-M} (after the 2M SGLD steps that fill its memory); the
+         * others move theta_{t-1} */
+        const int quasi_newton = kind == PYMF_SGMCMC_HAMCMC && t > 2 * (int64_t)M;
+        const double *from = sample_at(s, quasi_newton ? t - M : t - 1);
+        gradient(s, from, batch, s->grad, kind == PYMF_SGMCMC_PSGLD ? s->mean_lik : NULL);
+        if (quasi_newton) {
+            pymf_lbfgs_apply(D, s->n_pairs, s->pair_s, s->pair_y, s->config.gamma, s->grad,
+                             s->step, s->work);
+            pymf_lbfgs_sqrt_apply(D, s->n_pairs, s->pair_s, s->pair_y, s->config.gamma,
+                                  s->noise, s->root_noise, s->work);
+            for (int k = 0; k < D; ++k)
+                s->next[k] = from[k] - e * s->step[k] + root * s->root_noise[k];
+        } else if (kind == PYMF_SGMCMC_PSGLD) {
+            const double alpha = t == 1 ? 0.0 : s->config.alpha; /* V starts at g * g */
+            for (int k = 0; k < D; ++k) {
+                const double g = s->mean_lik[k];
+                s->V_next[k] = alpha * s->V[k] + (1.0 - alpha) * g * g;
+                const double precond = 1.0 / (s->config.lambda + sqrt(s->V_next[k]));
+                s->next[k] = from[k] - e * precond * s->grad[k] + root * sqrt(precond) * s->noise[k];
+            }
+        } else if (kind == PYMF_SGMCMC_SGRLD) {
+            /* precond = L L^T: drift L (L^T grad), noise L z */
+            for (int k = 0; k < D; ++k) {
+                double v = 0.0;
+                for (int j = k; j < D; ++j)
+                    v += s->chol[(size_t)j * d + k] * s->grad[j];
+                s->step[k] = v;
+            }
+            for (int k = 0; k < D; ++k) {
+                double drift = 0.0, noise = 0.0;
+                for (int j = 0; j <= k; ++j) {
+                    drift += s->chol[(size_t)k * d + j] * s->step[j];
+                    noise += s->chol[(size_t)k * d + j] * s->noise[j];
+                }
+                s->next[k] = from[k] - e * drift + root * noise;
+            }
+        } else {
+            /* SGLD, and HAMCMC's first 2M iterations, preconditioned by H^0 = gamma I: the
+             * step size is in the units of H for the whole run */
+            const double g = kind == PYMF_SGMCMC_HAMCMC ? s->config.gamma : 1.0;
+            const double root_g = sqrt(g);
+            for (int k = 0; k < D; ++k)
+                s->next[k] = from[k] - e * g * s->grad[k] + root * root_g * s->noise[k];
+        }
+        if (!all_finite(D, s->next)) {
+            if (err != NULL)
+                err->iteration = t;
+            return pymf_fail(err, PYMF_EDIVERGED, "the chain diverged at iteration %lld (step "
+                             "size %g): the new state is not finite; the last finite state is "
+                             "kept", (long long)t, e);
+        }
+        if (kind == PYMF_SGMCMC_HAMCMC && t > M) {
+            /* the pair of iteration t: s_t = theta_t - theta_{t-M} on the minibatch of t;
+             * in the quasi-Newton iterations grad U_Omega_t(theta_{t-M}) is already known */
+            const double *older = sample_at(s, t - M);
+            if (!quasi_newton)
+                gradient(s, older, batch, s->grad, NULL);
+            add_pair(s, batch, older, s->grad);
+        }
+        if (kind == PYMF_SGMCMC_PSGLD)
+            memcpy(s->V, s->V_next, d * sizeof(double));
+        memcpy(sample_at(s, t), s->next, d * sizeof(double)); /* replaces theta_{t-M} */
+        s->t = t;
+        if (samples != NULL)
+            memcpy(samples + (size_t)i * d, s->next, d * sizeof(double));
+    }
+    return PYMF_OK;
+}

@@ -1,0 +1,180 @@
+"""Bindings of core/src/hamcmc.c: HAMCMC and its baselines (SGLD, preconditioned SGLD,
+SGRLD) on the linear-Gaussian model, and the L-BFGS products they use.
+
+The Python layer (pymf.hamcmc) validates the data and the settings; these functions only
+hold the arrays and call the C core, whose checks raise through pymf._status.check.
+"""
+import numpy as np
+
+cimport cython
+from libc.stdint cimport int64_t, uint64_t
+
+from pymf._core cimport (PYMF_SGMCMC_HAMCMC, PYMF_SGMCMC_PSGLD, PYMF_SGMCMC_SGLD,
+                         PYMF_SGMCMC_SGRLD, pymf_error, pymf_error_clear, pymf_lbfgs_apply,
+                         pymf_lbfgs_sqrt_apply, pymf_lg_grad_potential, pymf_linear_gaussian,
+                         pymf_sgmcmc, pymf_sgmcmc_config, pymf_sgmcmc_create,
+                         pymf_sgmcmc_destroy, pymf_sgmcmc_run, pymf_sgmcmc_skipped_pairs,
+                         pymf_sgmcmc_start, pymf_sgmcmc_state)
+from pymf._status cimport check
+
+_KINDS = {"sgld": PYMF_SGMCMC_SGLD, "psgld": PYMF_SGMCMC_PSGLD, "sgrld": PYMF_SGMCMC_SGRLD,
+          "hamcmc": PYMF_SGMCMC_HAMCMC}
+
+
+cdef class _Model:
+    """The model's arrays (kept alive here) and the C struct pointing into them."""
+    cdef pymf_linear_gaussian m
+    cdef readonly object A, x
+
+    def __cinit__(self, A, x, double noise_var, double prior_var):
+        self.A = np.ascontiguousarray(A, dtype=np.float64)
+        self.x = np.ascontiguousarray(x, dtype=np.float64)
+        if self.A.ndim != 2 or self.x.ndim != 1 or self.x.shape[0] != self.A.shape[0] \
+                or self.A.shape[0] == 0 or self.A.shape[1] == 0:
+            raise ValueError("A must be N x D and x of length N, both non-empty")
+        cdef const double[:, ::1] a = self.A
+        cdef const double[::1] xv = self.x
+        self.m.n_data = a.shape[0]
+        self.m.dim = <int>a.shape[1]
+        self.m.A = &a[0, 0]
+        self.m.x = &xv[0]
+        self.m.noise_var = noise_var
+        self.m.prior_var = prior_var
+
+
+def grad_potential(A, x, double noise_var, double prior_var, theta, idx=None):
+    """(grad U_Omega(theta), mean per-datum likelihood gradient) over the entries idx (None:
+    all of them)."""
+    cdef _Model model = _Model(A, x, noise_var, prior_var)
+    cdef int D = model.m.dim
+    cdef const double[::1] th = np.ascontiguousarray(theta, dtype=np.float64)
+    if th.shape[0] != D:
+        raise ValueError(f"theta must have {D} values")
+    grad = np.empty(D)
+    mean = np.empty(D)
+    cdef double[::1] g = grad, ml = mean
+    cdef const int64_t[::1] ix
+    if idx is None:
+        pymf_lg_grad_potential(&model.m, &th[0], NULL, 0, &g[0], &ml[0])
+    else:
+        ix = np.ascontiguousarray(idx, dtype=np.int64)
+        if ix.shape[0] == 0 or np.min(idx) < 0 or np.max(idx) >= model.m.n_data:
+            raise ValueError("idx must be a non-empty list of entries in [0, N)")
+        pymf_lg_grad_potential(&model.m, &th[0], &ix[0], ix.shape[0], &g[0], &ml[0])
+    return grad, mean
+
+
+def _lbfgs_product(S, Y, double gamma, v, bint root):
+    """(H v or S v, pairs used) for the pairs (rows of S and Y, oldest first)."""
+    S = np.ascontiguousarray(S, dtype=np.float64)
+    Y = np.ascontiguousarray(Y, dtype=np.float64)
+    v = np.ascontiguousarray(v, dtype=np.float64)
+    if S.ndim != 2 or S.shape != Y.shape or v.shape != (S.shape[1],) or S.shape[1] == 0:
+        raise ValueError("S and Y must be n_pairs x D and the vector of length D")
+    cdef int n = S.shape[0], D = S.shape[1]
+    out = np.empty(D)
+    work = np.empty((4 * max(n, 1) + 2) * D)
+    cdef const double[:, ::1] s = S, y = Y
+    cdef const double[::1] vv = v
+    cdef double[::1] o = out, w = work
+    cdef const double *sp = &s[0, 0] if n else NULL
+    cdef const double *yp = &y[0, 0] if n else NULL
+    if root:
+        used = pymf_lbfgs_sqrt_apply(D, n, sp, yp, gamma, &vv[0], &o[0], &w[0])
+    else:
+        used = pymf_lbfgs_apply(D, n, sp, yp, gamma, &vv[0], &o[0], &w[0])
+    return out, used
+
+
+def lbfgs_apply(S, Y, double gamma, g):
+    """(H g, pairs used): the L-BFGS inverse Hessian from gamma I and the pairs (rows of S
+    and Y, oldest first) applied to g."""
+    return _lbfgs_product(S, Y, gamma, g, False)
+
+
+def lbfgs_sqrt_apply(S, Y, double gamma, z):
+    """(S z, pairs used) with S S^T = H (Brodlie-Gourlay-Greenstadt product form)."""
+    return _lbfgs_product(S, Y, gamma, z, True)
+
+
+# The C sampler points into the model's arrays: the cycle collector must not clear that
+# reference before __dealloc__ has destroyed it.
+@cython.no_gc_clear
+cdef class Chain:
+    """One SGLD / preconditioned SGLD / SGRLD / HAMCMC chain on a linear-Gaussian model."""
+    cdef pymf_sgmcmc *s
+    cdef _Model model
+    cdef readonly int dim
+
+    def __cinit__(self, A, x, double noise_var, double prior_var, str kind, int64_t batch_size,
+                  uint64_t seed, int memory=2, double gamma=1.0, double lam=0.0,
+                  double alpha=0.99, metric_chol=None):
+        cdef pymf_sgmcmc_config config
+        cdef pymf_error err
+        self.s = NULL
+        if kind not in _KINDS:
+            raise ValueError(f"unknown sampler kind {kind!r}")
+        self.model = _Model(A, x, noise_var, prior_var)
+        self.dim = self.model.m.dim
+        config.kind = _KINDS[kind]
+        config.batch_size = batch_size
+        config.seed = seed
+        config.memory = memory
+        config.gamma = gamma
+        config.lambda_ = lam
+        config.alpha = alpha
+        config.metric_chol = NULL
+        cdef const double[:, ::1] L
+        if metric_chol is not None:
+            L = np.ascontiguousarray(metric_chol, dtype=np.float64)
+            if L.shape[0] != self.dim or L.shape[1] != self.dim:
+                raise ValueError(f"the metric's Cholesky factor must be {self.dim} x {self.dim}")
+            config.metric_chol = &L[0, 0]
+        pymf_error_clear(&err)
+        self.s = pymf_sgmcmc_create(&self.model.m, &config, &err)
+        if self.s == NULL:
+            check(&err)
+            raise MemoryError("could not create the sampler")
+
+    def __dealloc__(self):
+        pymf_sgmcmc_destroy(self.s)
+
+    def start(self, theta):
+        cdef pymf_error err
+        cdef const double[::1] th = np.ascontiguousarray(theta, dtype=np.float64)
+        if th.shape[0] != self.dim:
+            raise ValueError(f"the starting state must have {self.dim} values")
+        pymf_error_clear(&err)
+        pymf_sgmcmc_start(self.s, &th[0], &err)
+        check(&err)
+
+    def run(self, eps, out=None):
+        """One iteration per step size; out (n x D), if given, receives every new state."""
+        cdef const double[::1] e = np.ascontiguousarray(eps, dtype=np.float64)
+        cdef int64_t n = e.shape[0]
+        cdef double[:, ::1] o
+        cdef double *op = NULL
+        cdef pymf_error err
+        if n == 0:
+            return
+        if out is not None:
+            o = out
+            if o.shape[0] != n or o.shape[1] != self.dim:
+                raise ValueError("out must be (len(eps), D)")
+            op = &o[0, 0]
+        pymf_error_clear(&err)
+        with nogil:
+            pymf_sgmcmc_run(self.s, n, &e[0], op, &err)
+        check(&err)
+
+    def state(self):
+        """(theta_t, t)."""
+        theta = np.empty(self.dim)
+        cdef double[::1] th = theta
+        cdef int64_t t
+        pymf_sgmcmc_state(self.s, &th[0], &t)
+        return theta, t
+
+    @property
+    def skipped_pairs(self):
+        return pymf_sgmcmc_skipped_pairs(self.s)

@@ -1,0 +1,229 @@
+"""HAMCMC and its baselines on the linear-Gaussian model: the L-BFGS products against dense
+matrices, the gradient against finite differences, every sampler against a readable NumPy
+version (tests/hamcmc_reference.py), the posterior moments against the exact posterior
+within Monte-Carlo error (and a wrong posterior rejected), determinism, divergence and bad
+input.
+
+Statistical tests: family-wise false-alarm rate alpha = 1e-3 with Bonferroni over their
+comparisons, batch-means standard errors over 4 independent chains (tests/mcmc_stats.py).
+"""
+import numpy as np
+import pytest
+from mcmc_stats import batch_means, bonferroni_z
+
+import hamcmc_reference as ref
+import pymf
+from pymf import _hamcmc
+
+ALPHA = 1e-3
+SEED = 123456789012345
+
+
+@pytest.fixture(scope="module")
+def problem():
+    """A correlated 3-D posterior (condition number ~13) from 200 observations."""
+    A, x, _ = pymf.datasets.make_linear_gaussian(200, 3, noise_var=10.0, spread=30, seed=2)
+    return A, x, pymf.LinearGaussian(noise_var=10.0)
+
+
+def random_pairs(rng, n, dim, curvature):
+    S = rng.normal(size=(n, dim))
+    return S, S @ curvature.T
+
+
+@pytest.mark.parametrize("n_pairs", [0, 1, 4, 9])
+def test_lbfgs_products_match_the_dense_recursion(n_pairs):
+    """H g by the two-loop recursion equals the dense BFGS matrix times g, and the product
+    form S satisfies S S^T = H (columns of S from S e_k)."""
+    rng = np.random.default_rng(n_pairs)
+    D = 7
+    root = rng.normal(size=(D, D))
+    curvature = root @ root.T + np.eye(D)
+    S, Y = random_pairs(rng, n_pairs, D, curvature)
+    H, _ = ref.dense_h_and_s(list(zip(S, Y)), 0.3, D)
+    g = rng.normal(size=D)
+    Hg, used = _hamcmc.lbfgs_apply(S.reshape(n_pairs, D), Y.reshape(n_pairs, D), 0.3, g)
+    assert used == n_pairs
+    np.testing.assert_allclose(Hg, H @ g, rtol=1e-11, atol=1e-12)
+    root_H = np.column_stack([_hamcmc.lbfgs_sqrt_apply(S.reshape(n_pairs, D),
+                                                       Y.reshape(n_pairs, D), 0.3, e)[0]
+                              for e in np.eye(D)])
+    np.testing.assert_allclose(root_H @ root_H.T, H, rtol=1e-10, atol=1e-12)
+
+
+def test_pairs_without_positive_curvature_are_left_out():
+    """A pair with s^T y <= 0 would make H indefinite: both products skip it, so the result
+    equals that of the other pairs alone."""
+    rng = np.random.default_rng(5)
+    D = 5
+    curvature = np.diag(np.arange(1.0, D + 1))
+    S, Y = random_pairs(rng, 3, D, curvature)
+    bad_S = np.vstack([S[:1], S[1:2], S[2:]])
+    bad_Y = np.vstack([Y[:1], -Y[1:2], Y[2:]])  # the middle pair has s^T y < 0
+    good_S, good_Y = S[[0, 2]], Y[[0, 2]]
+    g = rng.normal(size=D)
+    out, used = _hamcmc.lbfgs_apply(bad_S, bad_Y, 0.5, g)
+    assert used == 2
+    np.testing.assert_allclose(out, _hamcmc.lbfgs_apply(good_S, good_Y, 0.5, g)[0], rtol=1e-13)
+    out, used = _hamcmc.lbfgs_sqrt_apply(bad_S, bad_Y, 0.5, g)
+    assert used == 2
+    np.testing.assert_allclose(out, _hamcmc.lbfgs_sqrt_apply(good_S, good_Y, 0.5, g)[0],
+                               rtol=1e-13)
+
+
+def test_gradient_matches_numpy_and_finite_differences(problem):
+    A, x, model = problem
+    rng = np.random.default_rng(0)
+    theta = rng.normal(size=3)
+    idx = np.array([3, 3, 17, 150, 2])
+    for sub in (None, idx):
+        grad, mean_lik = _hamcmc.grad_potential(A, x, 10.0, 1.0, theta, sub)
+        np.testing.assert_allclose(grad, ref.grad_potential(A, x, 10.0, 1.0, theta, sub),
+                                   rtol=1e-12)
+        rows = np.arange(len(x)) if sub is None else sub
+        per_datum = A[rows] * ((x[rows] - A[rows] @ theta) / 10.0)[:, None]
+        np.testing.assert_allclose(mean_lik, per_datum.mean(axis=0), rtol=1e-12)
+
+    def potential(th):  # -log posterior up to a constant, on all the data
+        return 0.5 * th @ th + 0.5 * np.sum((x - A @ th) ** 2) / 10.0
+
+    grad, _ = _hamcmc.grad_potential(A, x, 10.0, 1.0, theta)
+    h = 1e-6
+    numeric = [(potential(theta + h * e) - potential(theta - h * e)) / (2 * h) for e in np.eye(3)]
+    np.testing.assert_allclose(grad, numeric, rtol=1e-6)
+
+
+@pytest.mark.parametrize("batch", [0, 7])
+def test_hamcmc_chain_equals_the_numpy_reference(problem, batch):
+    """40 iterations (the 2M preconditioned Langevin steps, then quasi-Newton ones), full
+    data and minibatches, M = 3, with lam > 0: the C chain is the reference's. The two
+    differ by rounding only (1e-16 at first), which the quasi-Newton recursion amplifies
+    (about 10x every 5 iterations on this problem): hence 1e-8 after 40 iterations."""
+    A, x, _ = problem
+    theta0 = np.random.default_rng(1).normal(size=3)
+    eps = pymf.PolynomialDecay(0.3, 0.51)(np.arange(1, 41))
+    chain = _hamcmc.Chain(A, x, 10.0, 1.0, "hamcmc", batch, SEED, memory=3, gamma=0.05, lam=0.1)
+    chain.start(theta0)
+    out = np.empty((40, 3))
+    chain.run(eps, out)
+    expected = ref.hamcmc(A, x, 10.0, 1.0, theta0, eps, SEED, batch, 3, 0.05, 0.1)
+    np.testing.assert_allclose(out[:10], expected[:10], rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(out, expected, rtol=1e-8, atol=1e-10)
+    assert np.array_equal(chain.state()[0], out[-1]) and chain.state()[1] == 40
+
+
+@pytest.mark.parametrize("kind", ["sgld", "psgld", "sgrld"])
+def test_baselines_equal_the_numpy_reference(problem, kind):
+    A, x, model = problem
+    _, cov = model.posterior((A, x))
+    chol = np.linalg.cholesky(cov)
+    theta0 = np.random.default_rng(2).normal(size=3)
+    eps = np.full(40, 0.01 if kind != "sgrld" else 0.2)
+    options = {"psgld": dict(alpha=0.9, lam=1e-3), "sgrld": dict(metric_chol=chol)}.get(kind, {})
+    chain = _hamcmc.Chain(A, x, 10.0, 1.0, kind, 9, SEED, **options)
+    chain.start(theta0)
+    out = np.empty((40, 3))
+    chain.run(eps, out)
+    ref_options = {"psgld": dict(alpha=0.9, lam=1e-3), "sgrld": dict(chol=chol)}.get(kind, {})
+    expected = ref.preconditioned(A, x, 10.0, 1.0, theta0, eps, SEED, 9, kind, **ref_options)
+    np.testing.assert_allclose(out, expected, rtol=1e-10, atol=1e-12)
+
+
+def _moments(samples):
+    """First and second moments (upper triangle) of each sample."""
+    iu = np.triu_indices(samples.shape[-1])
+    second = np.einsum("...i,...j->...ij", samples, samples)[..., iu[0], iu[1]]
+    return np.concatenate([samples, second], axis=-1)
+
+
+def _exact_moments(mean, cov):
+    return np.concatenate([mean, (cov + np.outer(mean, mean))[np.triu_indices(len(mean))]])
+
+
+@pytest.mark.parametrize("batch_size", [None, 0.25], ids=["full-data", "minibatch"])
+def test_hamcmc_samples_the_exact_posterior(problem, batch_size):
+    """HAMCMC (M = 4, constant eps = 0.01 in the units of H) on a correlated 3-D posterior:
+    the means and second moments of 4 chains of 200,000 iterations match the exact ones
+    (9 comparisons, Bonferroni at alpha = 1e-3). The discretisation bias is O(eps): about
+    eps / 2 = 0.5 % of a variance, well under the Monte-Carlo error of ~3 % here. The same
+    samples reject the posterior of a 15 % larger noise variance (power check)."""
+    A, x, model = problem
+    mean, cov = model.posterior((A, x))
+    gamma = 1.0 / np.linalg.eigvalsh(np.linalg.inv(cov)).max()
+    draws = []
+    for chain in range(4):
+        sampler = pymf.HAMCMC(memory=4, gamma=gamma, step_size=0.01, batch_size=batch_size)
+        res = pymf.sample(model, (A, x), sampler, n_samples=200_000, burnin=5_000, thin=10,
+                          seed=40 + chain)
+        assert res.skipped_pairs == 0  # the curvature of this model is positive everywhere
+        draws.append(_moments(res.samples))
+    estimate, se = batch_means(np.array(draws))
+    critical = bonferroni_z(ALPHA, len(estimate))
+    z = (estimate - _exact_moments(mean, cov)) / se
+    assert np.all(np.abs(z) < critical), z
+    wrong_mean, wrong_cov = pymf.LinearGaussian(noise_var=11.5).posterior((A, x))
+    z_wrong = (estimate - _exact_moments(wrong_mean, wrong_cov)) / se
+    assert np.any(np.abs(z_wrong) > critical), z_wrong
+
+
+def test_same_seed_same_chain_other_seed_other_chain(problem):
+    A, x, model = problem
+    sampler = pymf.HAMCMC(memory=3, gamma=0.05, step_size=0.05, batch_size=20)
+    runs = [pymf.sample(model, (A, x), sampler, n_samples=300, seed=s) for s in (3, 3, 4)]
+    assert np.array_equal(runs[0].samples, runs[1].samples)
+    assert not np.allclose(runs[0].samples, runs[2].samples)
+    assert runs[0].trace["iteration"][-1] == 300 and np.isfinite(runs[0].trace["mean_error"][-1])
+
+
+def test_a_diverging_chain_names_the_iteration_and_keeps_the_last_finite_state(problem):
+    A, x, model = problem
+    sampler = pymf.SGLD(step_size=5.0, batch_size=1.0)  # eps * curvature >> 2
+    with pytest.raises(pymf.DivergenceError, match="diverged at iteration") as info:
+        pymf.sample(model, (A, x), sampler, n_samples=5000, seed=0)
+    exc = info.value
+    assert 1 < exc.iteration < 5000
+    assert np.all(np.isfinite(exc.theta))
+    assert exc.result.interrupted and exc.result.iterations == exc.iteration - 1
+
+
+def test_other_samplers_run_through_pymf_sample(problem):
+    A, x, model = problem
+    mean, _ = model.posterior((A, x))
+    for sampler in (pymf.PreconditionedSGLD(step_size=1e-3, batch_size=0.1),
+                    pymf.SGRLD(step_size=0.1, batch_size=0.1)):
+        res = pymf.sample(model, (A, x), sampler, n_samples=2000, burnin=500, thin=2, seed=1)
+        assert res.n_kept == 1000 and res.samples.shape == (1000, 3)
+        assert np.all(np.isfinite(res.mean)) and res.cov.shape == (3, 3)
+        np.testing.assert_allclose(res.exact_mean, mean)
+
+
+def test_bad_input_is_refused_by_name(problem):
+    A, x, model = problem
+    sampler = pymf.HAMCMC(step_size=0.01)
+    bad_A = A.copy()
+    bad_A[3, 1] = np.nan
+    cases = [
+        (lambda: pymf.sample(model, (bad_A, x), sampler, n_samples=5), "A contains NaN"),
+        (lambda: pymf.sample(model, (A, x[:-1]), sampler, n_samples=5), "one observation per row"),
+        (lambda: pymf.sample(model, A, sampler, n_samples=5), "pair \\(A, x\\)"),
+        (lambda: pymf.sample(model, (A[:, :0], x), sampler, n_samples=5), "non-empty"),
+        (lambda: pymf.sample(model, (A.astype(complex), x), sampler, n_samples=5), "real numbers"),
+        (lambda: pymf.sample(model, (A, x), sampler, n_samples=5, init=np.zeros(4)), "init"),
+        (lambda: pymf.sample(model, (A, x), sampler, n_samples=5, init=[np.nan] * 3), "NaN"),
+        (lambda: pymf.sample(model, (A, x), sampler, n_samples=0), "n_samples"),
+        (lambda: pymf.sample(model, (A, x), sampler, n_samples=5, checkpoint="x.npz"),
+         "not supported"),
+        (lambda: pymf.sample(model, (A, x), pymf.PSGLD(blocks=2), n_samples=5), "sampled by"),
+        (lambda: pymf.sample(pymf.TweedieNMF(2), np.ones((4, 4)), sampler, n_samples=5),
+         "LinearGaussian models only"),
+        (lambda: pymf.HAMCMC(memory=1), "memory"),
+        (lambda: pymf.HAMCMC(gamma=0.0), "gamma"),
+        (lambda: pymf.HAMCMC(lam=-1.0), "lam"),
+        (lambda: pymf.HAMCMC(step_size=-1.0), "step size"),
+        (lambda: pymf.HAMCMC(batch_size=0), "batch_size"),
+        (lambda: pymf.PreconditionedSGLD(alpha=1.0), "alpha"),
+        (lambda: pymf.LinearGaussian(noise_var=0.0), "noise_var"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError, match=message):
+            call()
