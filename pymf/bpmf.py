@@ -33,10 +33,10 @@ import warnings
 import numpy as np
 
 from pymf import _bpmf
-from pymf.data import Ratings, as_observed
+from pymf.data import Ratings, as_observed, entry_ids, real_array
 from pymf.errors import DivergenceError
 from pymf.interrupt import DeferredInterrupt, ForcedInterrupt
-from pymf.samplers import AnnealedStep, ConstantStep, PolynomialDecay
+from pymf.samplers import AnnealedStep, ConstantStep, PolynomialDecay, _check_threads
 
 
 # ----------------------------------------------------------------------------- model
@@ -122,6 +122,9 @@ def split_grid(split, blocks):
     raise ValueError(f"split must be 'square', 'column' or 'hybrid', got {split!r}")
 
 
+MAX_CHAINS = 4096  # each chain holds a copy of U and V and is evaluated at every kept sample
+
+
 class DSGLD:
     """Distributed SGLD for BPMF (shared memory; pymf.mpi_bpmf runs the same chains over MPI).
 
@@ -150,7 +153,9 @@ class DSGLD:
         self.grid = split_grid(split, blocks)
         self.blocks = blocks
         self.chains = None if chains is None else _count(chains, "chains", 1)
-        self.workers = None if workers is None else _count(workers, "workers", 1)
+        if self.chains is not None and self.chains > MAX_CHAINS:
+            raise ValueError(f"chains={chains} is too many (at most {MAX_CHAINS})")
+        self.workers = _check_threads(workers, "workers") or None
         self.batch_size = _count(batch_size, "batch_size", 1)
         self.round_length = _count(round_length, "round_length", 1)
         self.step_size = as_round_step(step_size)
@@ -198,7 +203,7 @@ class BPMFGibbs:
             raise ValueError(f"hyperprior must be 'wishart' or 'gamma', got {hyperprior!r}")
         self.hyperprior = hyperprior
         self.nw_beta0, self.nw_nu0, self.nw_w0 = float(nw_beta0), nw_nu0, float(nw_w0)
-        self.workers = None if workers is None else _count(workers, "workers", 1)
+        self.workers = _check_threads(workers, "workers") or None
         self.n_chains = 1
 
     def params(self):
@@ -339,13 +344,11 @@ class BPMFResult:
         std is the posterior standard deviation of the expected rating; noise=True adds the
         observation noise 1/tau (the predictive distribution of a new rating). Uses the kept
         samples; without them only the test pairs (tracked by Welford) can be predicted."""
-        users = np.asarray(users, dtype=np.int64)
-        items = np.asarray(items, dtype=np.int64)
+        shape = (self.last_state["U"].shape[1], self.last_state["V"].shape[1]) \
+            if self.last_state is not None else (np.inf, np.inf)
+        users, items = entry_ids(users, items, shape, ("user", "item"))
         if self.samples is not None:
             s = self.samples
-            if users.size and (users.min() < 0 or users.max() >= s["U"].shape[2]
-                               or items.min() < 0 or items.max() >= s["V"].shape[2]):
-                raise ValueError("user or item id out of range")
             acc = Welford(len(users))
             for k in range(s["U"].shape[0]):
                 for c in range(s["U"].shape[1]):
@@ -574,6 +577,11 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=
     n_samples = _count(n_samples, "n_samples", 1)
     burnin = _count(burnin, "burnin", 0)
     thin = _count(thin, "thin", 1)
+    if thin > n_samples:
+        raise ValueError(f"thin={thin} is larger than n_samples={n_samples}: nothing would be kept")
+    if isinstance(sampler, DSGLD) and sampler.batch_size > ratings.nnz:
+        raise ValueError(f"batch_size={sampler.batch_size} is larger than the {ratings.nnz} "
+                         "training ratings")
     if burnin_rmse is not None and not (isinstance(burnin_rmse, numbers.Real) and burnin_rmse > 0):
         raise ValueError(f"burnin_rmse must be a positive number, got {burnin_rmse!r}")
     if test is not None:
@@ -724,7 +732,7 @@ def check_init(init, model, shape, n_chains):
         if key not in init:
             out[key] = np.zeros((n_chains,) + single)
             continue
-        value = np.asarray(init[key], dtype=np.float64)
+        value = real_array(init[key], f"init[{key!r}]")
         if value.shape == single:
             value = np.broadcast_to(value, (n_chains,) + single)
         if value.shape != (n_chains,) + single:
@@ -773,7 +781,9 @@ class _BPMFRun:
             row = {"train_rmse": chains.train_rmse(c), "norm_U": math.sqrt(_sum_sq(U)),
                    "norm_V": math.sqrt(_sum_sq(V)), **lam}
             for key, value in row.items():
-                self.summaries.setdefault(key, [[] for _ in range(C)])[c].append(value)
+                if key not in self.summaries:
+                    self.summaries[key] = [[] for _ in range(C)]
+                self.summaries[key][c].append(value)
         if test is not None:
             self.test_rmse = _rmse(_sum_sq(self.welford.mean - test.values), test.nnz)
         self.n_kept += 1
@@ -829,8 +839,9 @@ class _BPMFRun:
         os.replace(tmp, path)
 
     def restore(self, path, fingerprint):
-        with np.load(path, allow_pickle=False) as ck:
-            if "fingerprint" not in ck.files or str(ck["fingerprint"]) != fingerprint:
+        from pymf.result import open_checkpoint
+        with open_checkpoint(path) as ck:
+            if str(ck["fingerprint"]) != fingerprint:
                 raise ValueError(
                     f"the checkpoint {path!r} was written by a different run (model, sampler, "
                     "seed, data, init or run length differ); remove it or pass another path")
@@ -887,8 +898,7 @@ class BPMFFit:
         self.mean_rating, self.trace, self.params = mean_rating, trace, params
 
     def predict(self, users, items):
-        users = np.asarray(users, dtype=np.int64)
-        items = np.asarray(items, dtype=np.int64)
+        users, items = entry_ids(users, items, (len(self.U), len(self.V)), ("user", "item"))
         return self.mean_rating + np.einsum("nd,nd->n", self.U[users], self.V[items]) + \
             self.a[users] + self.b[items]
 

@@ -31,7 +31,7 @@ class Ratings:
     def __init__(self, rows, cols, values, shape=None):
         rows = _as_index_array(rows, "rows")
         cols = _as_index_array(cols, "cols")
-        values = np.asarray(values, dtype=np.float64).ravel()
+        values = real_array(values, "values").ravel()
         if not (len(rows) == len(cols) == len(values)):
             raise ValueError(
                 f"rows, cols and values must have the same length, got {len(rows)}, "
@@ -97,12 +97,49 @@ class Ratings:
         return V
 
 
+def real_array(x, name):
+    """x as a float64 array, refusing what would be cast silently: complex numbers (the
+    imaginary part would be dropped), booleans, strings, dates, objects and masked arrays
+    (the mask would be ignored)."""
+    if isinstance(x, np.ma.MaskedArray):
+        raise ValueError(f"{name} is a masked array: pymf would ignore the mask; pass the "
+                         "observed entries as a pymf.Ratings (or a scipy.sparse matrix)")
+    arr = np.asarray(x)
+    if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer)
+                                 or np.issubdtype(arr.dtype, np.floating)):
+        raise ValueError(f"{name} must hold real numbers (integer or floating point), got "
+                         f"dtype {arr.dtype}")
+    return np.asarray(arr, dtype=np.float64)
+
+
+def entry_ids(rows, cols, shape, names=("row", "column")):
+    """(rows, cols) of entries to predict, as int64 arrays: integers (not floats, which would
+    be truncated, nor booleans), 1-D, of one length, inside shape."""
+    out = []
+    for ids, name, n in zip((rows, cols), names, shape):
+        arr = np.asarray(ids)
+        if arr.size and (arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer)):
+            raise ValueError(f"{name} ids must be integers, got dtype {arr.dtype}")
+        arr = np.ascontiguousarray(arr, dtype=np.int64).ravel()
+        if arr.size and (arr.min() < 0 or arr.max() >= n):
+            bad = int(arr.min()) if arr.min() < 0 else int(arr.max())
+            raise ValueError(f"{name} id {bad} is out of range: ids must be in [0, {n})")
+        out.append(arr)
+    if out[0].shape != out[1].shape:
+        raise ValueError(f"{names[0]} and {names[1]} ids must have the same length, got "
+                         f"{out[0].size} and {out[1].size}")
+    return out[0], out[1]
+
+
 def _as_index_array(x, name):
     arr = np.asarray(x)
     if arr.ndim != 1:
         arr = arr.ravel()
+    if arr.dtype == bool:
+        raise ValueError(f"{name} must be integer indices, got booleans")
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) \
+                and np.all(arr == np.round(arr)) and np.all(np.abs(arr) < 2.0 ** 62):
             arr = arr.astype(np.int64)
         else:
             raise ValueError(f"{name} must be integer indices")
@@ -129,10 +166,14 @@ def as_observed(data):
         return data
     if hasattr(data, "tocoo") and hasattr(data, "nnz"):  # scipy.sparse, without importing it
         return Ratings.from_scipy(data)
-    arr = np.asarray(data)
+    try:
+        arr = np.asarray(data)
+    except ValueError:  # e.g. ragged nested lists
+        raise ValueError("data must be a numeric array, a scipy.sparse matrix or a pymf.Ratings "
+                         "(a nested list must be rectangular)") from None
     if arr.dtype == object:
         raise ValueError("data must be a numeric array, a scipy.sparse matrix or a pymf.Ratings")
-    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    arr = np.ascontiguousarray(real_array(data, "the data"))
     if arr.ndim != 2:
         raise ValueError(f"a dense data matrix must be 2-D, got shape {arr.shape}")
     if arr.shape[0] == 0 or arr.shape[1] == 0:

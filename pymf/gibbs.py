@@ -2,7 +2,7 @@
 import numpy as np
 
 from pymf import _gibbs_nmf
-from pymf.samplers import _check_threads
+from pymf.samplers import _check_blocks, _check_threads
 
 
 class _NoStep:
@@ -26,7 +26,7 @@ class Gibbs:
 
     def __init__(self, n_threads=None, blocks=None):
         self.n_threads = _check_threads(n_threads)
-        self.blocks = blocks
+        self.blocks = None if blocks is None else _check_blocks(blocks)
         self.permute = False
         self.step_size = _NoStep()
 

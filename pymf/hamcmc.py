@@ -34,6 +34,7 @@ import warnings
 import numpy as np
 
 from pymf import _hamcmc
+from pymf.data import real_array
 from pymf.errors import DivergenceError
 from pymf.interrupt import DeferredInterrupt, ForcedInterrupt
 from pymf.samplers import SGLD, as_step_size, batch_count, check_batch_size
@@ -68,11 +69,7 @@ class LinearGaussian:
         except (TypeError, ValueError):
             raise ValueError("the data of a LinearGaussian model are a pair (A, x): the N x D "
                              "design matrix and the N observations") from None
-        A, x = np.asarray(A), np.asarray(x)
-        for name, value in (("A", A), ("x", x)):
-            if value.dtype == bool or not (np.issubdtype(value.dtype, np.integer)
-                                           or np.issubdtype(value.dtype, np.floating)):
-                raise ValueError(f"{name} must hold real numbers, got dtype {value.dtype}")
+        A, x = real_array(A, "A"), real_array(x, "x")
         if A.ndim != 2 or A.shape[0] == 0 or A.shape[1] == 0:
             raise ValueError(f"A must be a non-empty N x D matrix, got shape {A.shape}")
         if x.ndim != 1 or x.shape[0] != A.shape[0]:
@@ -238,7 +235,7 @@ class _Accumulator:
 def _check_init(init, model, dim, rng):
     if init is None:
         return rng.normal(0.0, math.sqrt(model.prior_var), dim)
-    theta = np.asarray(init, dtype=np.float64)
+    theta = real_array(init, "init")
     if theta.shape != (dim,):
         raise ValueError(f"init must be a vector of {dim} values, got shape {theta.shape}")
     if not np.all(np.isfinite(theta)):

@@ -11,6 +11,7 @@ import time
 import numpy as np
 
 from pymf import _sgd, _tweedie
+from pymf.data import entry_ids
 from pymf.samplers import _check_blocks, _check_threads, as_step_size
 from pymf.sampling import (GridMap, blocked_data, check_count, check_init, prepare_test,
                            progress_enabled, run_seeds)
@@ -39,6 +40,9 @@ class SGD:
         return int(np.ceil(n_observed / self.batch_size(n_observed)))
 
     def batch_size(self, n_observed):
+        if self._batch is not None and self._batch > n_observed:
+            raise ValueError(f"batch_size={self._batch} is larger than the {n_observed} entries "
+                             "of the data")
         return self._batch if self._batch is not None else max(1, n_observed // 16)
 
     def params(self):
@@ -81,12 +85,7 @@ class FitResult:
         self.W, self.H, self.trace, self.params, self.iterations = W, H, trace, params, iterations
 
     def predict(self, rows, cols):
-        rows = np.ascontiguousarray(rows, dtype=np.int64).ravel()
-        cols = np.ascontiguousarray(cols, dtype=np.int64).ravel()
-        if rows.size and (rows.min() < 0 or rows.max() >= self.W.shape[0]):
-            raise ValueError(f"row indices must be in [0, {self.W.shape[0]})")
-        if cols.size and (cols.min() < 0 or cols.max() >= self.H.shape[1]):
-            raise ValueError(f"column indices must be in [0, {self.H.shape[1]})")
+        rows, cols = entry_ids(rows, cols, (self.W.shape[0], self.H.shape[1]))
         return _tweedie.predict_entries(np.ascontiguousarray(self.W), np.ascontiguousarray(self.H.T),
                                         rows, cols)
 
@@ -94,7 +93,8 @@ class FitResult:
         import json
         path = os.fspath(path)
         np.savez(path, W=self.W, H=self.H, meta=np.array(json.dumps(
-            {"params": self.params, "iterations": self.iterations, "trace_keys": sorted(self.trace)})),
+            {"kind": "fit", "params": self.params, "iterations": self.iterations,
+             "trace_keys": sorted(self.trace)})),
             **{"trace_" + k: v for k, v in self.trace.items()})
         return path
 

@@ -6,10 +6,12 @@ sample_dir=...): the sample arrays are .npy files written in place as the run go
 """
 import json
 import os
+import zipfile
 
 import numpy as np
 
 from pymf import _tweedie
+from pymf.data import entry_ids
 
 _ARRAYS = ("W_mean", "H_mean", "W_samples", "H_samples", "sample_iterations")
 
@@ -51,15 +53,7 @@ class SampleResult:
 
     def predict(self, rows, cols, return_std=False):
         """Posterior mean (and standard deviation) of mu_ij = (W H)_ij over the kept samples."""
-        rows = np.ascontiguousarray(rows, dtype=np.int64).ravel()
-        cols = np.ascontiguousarray(cols, dtype=np.int64).ravel()
-        if rows.shape != cols.shape:
-            raise ValueError("rows and cols must have the same length")
-        n_rows, n_cols = self.W_mean.shape[0], self.H_mean.shape[1]
-        if rows.size and (rows.min() < 0 or rows.max() >= n_rows):
-            raise ValueError(f"row indices must be in [0, {n_rows})")
-        if cols.size and (cols.min() < 0 or cols.max() >= n_cols):
-            raise ValueError(f"column indices must be in [0, {n_cols})")
+        rows, cols = entry_ids(rows, cols, (self.W_mean.shape[0], self.H_mean.shape[1]))
         if self.W_samples is None or self.n_kept == 0:
             raise ValueError("this result kept no samples; run with keep_samples=True "
                              "(the default) to predict posterior means")
@@ -121,8 +115,32 @@ class SampleResult:
 
 
 def load(path, mmap=False):
-    """Load a result written by SampleResult.save (or streamed by pymf.sample)."""
+    """Load a result written by SampleResult.save (or streamed by pymf.sample),
+    BPMFResult.save or FitResult.save; a file that is none of these is a ValueError."""
     path = os.fspath(path)
+    try:
+        return _load(path, mmap)
+    except FileNotFoundError:
+        raise
+    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{path!r} is not a result saved by pymf (or it is damaged): "
+                         f"{type(exc).__name__}: {exc}") from exc
+
+
+def open_checkpoint(path):
+    """np.load of a checkpoint, with a file that is not one (empty, truncated, foreign)
+    turned into a ValueError that says so; the caller checks its fingerprint."""
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"the checkpoint {path!r} cannot be read ({type(exc).__name__}: "
+                         f"{exc}); remove it or pass another path") from exc
+    if not hasattr(archive, "files") or "fingerprint" not in archive.files:
+        raise ValueError(f"{path!r} is not a pymf checkpoint; remove it or pass another path")
+    return archive
+
+
+def _load(path, mmap):
     if os.path.isdir(path):
         with open(os.path.join(path, "meta.json")) as fh:
             meta = json.load(fh)
@@ -138,6 +156,11 @@ def load(path, mmap=False):
         if meta.get("kind") == "bpmf":
             from pymf.bpmf import load_bpmf
             return load_bpmf(archive, meta)
+        if meta.get("kind") == "fit" or ("W" in archive.files and "n_kept" not in meta):
+            from pymf.optim import FitResult
+            return FitResult(archive["W"], archive["H"],
+                             {k: archive["trace_" + k] for k in meta["trace_keys"]},
+                             meta["params"], meta["iterations"])
 
         def get(name):
             return archive[name] if name in archive.files else None

@@ -108,17 +108,27 @@ def check_batch_size(batch_size):
 
 
 def batch_count(batch_size, n):
-    """The number of entries per minibatch out of n (check_batch_size's value)."""
+    """The number of entries per minibatch out of n (check_batch_size's value); more than n
+    is refused (a minibatch larger than the data only costs time and memory)."""
     if isinstance(batch_size, numbers.Integral):
+        if batch_size > n:
+            raise ValueError(f"batch_size={batch_size} is larger than the {n} entries of the data")
         return int(batch_size)
     return max(1, int(round(batch_size * n)))
 
 
-def _check_threads(n_threads):
+# OpenMP threads a run may ask for: far above any node's cores, far below what makes the
+# runtime fail to create them (tens of thousands abort or crash the process)
+MAX_THREADS = 1024
+
+
+def _check_threads(n_threads, name="n_threads"):
     if n_threads is None:
         return 0
     if isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral) or n_threads < 1:
-        raise ValueError(f"n_threads must be a positive integer or None, got {n_threads!r}")
+        raise ValueError(f"{name} must be a positive integer or None, got {n_threads!r}")
+    if n_threads > MAX_THREADS:
+        raise ValueError(f"{name}={n_threads} is too many threads (at most {MAX_THREADS})")
     return int(n_threads)
 
 

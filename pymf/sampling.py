@@ -20,10 +20,10 @@ import warnings
 import numpy as np
 
 from pymf import _blocks, _tweedie
-from pymf.data import Ratings, as_observed
+from pymf.data import Ratings, as_observed, real_array
 from pymf.errors import DivergenceError
 from pymf.interrupt import DeferredInterrupt, ForcedInterrupt
-from pymf.result import SampleResult
+from pymf.result import SampleResult, open_checkpoint
 
 _CHUNK_SECONDS = 0.2  # how long one C call may run: bounds the delay of Ctrl-C
 
@@ -217,9 +217,10 @@ class _Run:
             self.test_pred_sum += _tweedie.predict_entries(W_grid, Ht_grid, self.test_rows, self.test_cols)
         self.n_kept += 1
 
-    def record_trace(self, t):
+    def record_trace(self, t, loglik=None):
         W_grid, Ht_grid, _ = self.chain.get_state()
-        loglik = self.chain.loglik()
+        if loglik is None:
+            loglik = self.chain.loglik()
         W, H = self._from_grid(W_grid, Ht_grid)
         self.trace["iteration"].append(t)
         self.trace["time"].append(self.elapsed)
@@ -290,7 +291,7 @@ class _Run:
         os.replace(tmp, self.checkpoint)  # atomic: a crash never leaves half a checkpoint
 
     def restore_checkpoint(self):
-        with np.load(self.checkpoint, allow_pickle=False) as ck:
+        with open_checkpoint(self.checkpoint) as ck:
             if str(ck["fingerprint"]) != self._fingerprint():
                 raise ValueError(
                     f"the checkpoint {self.checkpoint!r} was written by a different run (model, "
@@ -311,12 +312,14 @@ class _Run:
 
 
 def check_init(init, shape, rank, model):
+    if isinstance(init, dict):
+        raise ValueError("init must be a pair (W0, H0) of arrays, got a dict")
     try:
         W0, H0 = init
     except (TypeError, ValueError):
         raise ValueError("init must be a pair (W0, H0)") from None
-    W0 = np.asarray(W0, dtype=np.float64)
-    H0 = np.asarray(H0, dtype=np.float64)
+    W0 = real_array(W0, "init's W0")
+    H0 = real_array(H0, "init's H0")
     if W0.shape != (shape[0], rank) or H0.shape != (rank, shape[1]):
         raise ValueError(f"init must be W0 of shape {(shape[0], rank)} and H0 of shape "
                          f"{(rank, shape[1])}, got {W0.shape} and {H0.shape}")
@@ -324,6 +327,9 @@ def check_init(init, shape, rank, model):
         raise ValueError("init contains NaN or inf")
     if model.non_negative and (W0.min() < 0 or H0.min() < 0):
         raise ValueError("init must be non-negative for a non-negative model")
+    with np.errstate(over="ignore", invalid="ignore"):
+        if not np.all(np.isfinite(W0 @ H0)):
+            raise ValueError("init is too large: W0 @ H0 overflows")
     return W0, H0
 
 
@@ -430,10 +436,22 @@ def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, init=None,
                 if progress_bar is not None:
                     progress_bar.update(stop - t)
                 t = stop
+                traced = t % trace_every == 0 or t == total
+                loglik = run.chain.loglik() if traced else None
+                if traced and not np.isfinite(loglik):
+                    # W and H are finite but W H overflows (huge priors, data or steps):
+                    # stop before this state is kept or traced
+                    exc = DivergenceError(
+                        f"the chain diverged at iteration {t}: its log-likelihood is not finite "
+                        "(W H overflows; extreme data, priors or step sizes?)", iteration=t)
+                    W_grid, Ht_grid, _ = run.chain.get_state()
+                    exc.W, exc.H = run._from_grid(W_grid, Ht_grid)
+                    exc.result = run.result(interrupted=True)
+                    raise exc
                 if run.is_kept(t):
                     run.keep(t)
-                if t % trace_every == 0 or t == total:
-                    run.record_trace(t)
+                if traced:
+                    run.record_trace(t, loglik)
                     if callback is not None:
                         callback({"iteration": t, "time": run.elapsed, "loglik": run.trace["loglik"][-1]})
                 if checkpoint is not None and (t % checkpoint_every == 0 or t == total):

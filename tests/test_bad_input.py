@@ -135,3 +135,83 @@ def test_divergence_leaves_a_usable_checkpoint(tmp_path):
     with np.load(path) as ck:
         assert int(ck["t"]) == info.value.iteration - 1
         assert np.all(np.isfinite(ck["W_grid"])) and np.all(np.isfinite(ck["Ht_grid"]))
+
+
+@pytest.mark.parametrize("bad, message", [
+    (V_OK.astype(complex), "real numbers"), (V_OK.astype(str), "real numbers"),
+    (V_OK > 1, "real numbers"), (np.ma.masked_array(V_OK, V_OK > 1), "masked array"),
+    ([[1.0, 2.0], [3.0]], "rectangular")])
+def test_data_that_would_be_cast_silently_is_refused(bad, message):
+    """complex (imaginary part dropped), strings, booleans, masked arrays (mask ignored)."""
+    with pytest.raises(ValueError, match=message):
+        run(bad)
+    if not isinstance(bad, list):
+        with pytest.raises(ValueError, match=message):
+            pymf.Ratings([0, 1], [0, 1], np.asarray(bad).ravel()[:2] if not
+                         isinstance(bad, np.ma.MaskedArray) else bad.ravel()[:2])
+
+
+def test_huge_float_indices_are_not_wrapped_into_negative_ones():
+    with pytest.raises(ValueError, match="integer indices"):
+        pymf.Ratings([1e20], [0], [1.0])
+
+
+@pytest.mark.parametrize("make", [
+    lambda: pymf.PSGLD(blocks=2, n_threads=100_000), lambda: pymf.LD(n_threads=65_536),
+    lambda: pymf.Gibbs(blocks=2, n_threads=10**6), lambda: pymf.DSGLD(workers=40_000),
+    lambda: pymf.BPMFGibbs(workers=2**31)])
+def test_thread_counts_the_runtime_cannot_create_are_refused(make):
+    """Tens of thousands of OpenMP threads made libgomp abort the process or segfault."""
+    with pytest.raises(ValueError, match="too many threads"):
+        make()
+
+
+def test_minibatches_larger_than_the_data_are_refused():
+    with pytest.raises(ValueError, match="larger than the 120 entries"):
+        run(sampler=pymf.SGLD(step_size=1e-3, batch_size=2**31))
+    R = pymf.Ratings.from_dense(V_OK)
+    with pytest.raises(ValueError, match="larger than the 120 training ratings"):
+        pymf.sample(pymf.BPMF(2), R, pymf.DSGLD(blocks=2, batch_size=10**9), n_samples=2)
+    with pytest.raises(ValueError, match="too many"):
+        pymf.DSGLD(chains=10**6)
+    with pytest.raises(ValueError, match="nothing would be kept"):
+        pymf.sample(pymf.BPMF(2), R, pymf.DSGLD(blocks=2, batch_size=10), n_samples=5, thin=6)
+
+
+def test_an_overflowing_product_is_a_divergence_not_a_nan_trace():
+    """W and H stay finite but W H overflows (a huge prior rate): the run stops with
+    DivergenceError naming the iteration, instead of returning NaN log-likelihoods."""
+    with pytest.raises(pymf.DivergenceError, match="diverged at iteration") as info:
+        run(model=pymf.TweedieNMF(3, lam_w=1e300), n_samples=20)
+    assert info.value.result.n_kept == info.value.iteration - 1
+    with pytest.raises(ValueError, match="W0 @ H0 overflows"):
+        run(init=(np.full((12, 3), 1e200), np.full((3, 10), 1e200)))
+
+
+def test_bpmf_gibbs_stops_on_a_non_finite_state_and_keeps_the_last_finite_one():
+    R = pymf.Ratings.from_dense(V_OK)
+    with pytest.raises(pymf.DivergenceError, match="diverged at sweep 1") as info:
+        pymf.sample(pymf.BPMF(2, mean_rating=1e300), R, pymf.BPMFGibbs(), n_samples=3)
+    assert all(np.all(np.isfinite(v)) for v in info.value.partial.last_state.values())
+    with pytest.raises(ValueError, match="finite beta0"):
+        pymf.sample(pymf.BPMF(2), R, pymf.BPMFGibbs(nw_nu0=np.inf), n_samples=3)
+
+
+def test_files_that_are_not_results_or_checkpoints_are_named(tmp_path):
+    """pymf.load and checkpoint= on a foreign, empty or truncated file: a ValueError saying
+    so (not a KeyError or EOFError from inside numpy); a FitResult loads back."""
+    foreign, empty = tmp_path / "foreign.npz", tmp_path / "empty.npz"
+    np.savez(foreign, a=np.ones(3))
+    empty.write_bytes(b"")
+    for path in (foreign, empty):
+        with pytest.raises(ValueError, match="not a result saved by pymf"):
+            pymf.load(path)
+        with pytest.raises(ValueError, match="checkpoint"):
+            run(checkpoint=path)
+    fit = pymf.fit(MODEL, V_OK, pymf.SGD(step_size=1e-3), n_epochs=2)
+    back = pymf.load(fit.save(str(tmp_path / "fit.npz")))
+    assert isinstance(back, pymf.FitResult) and np.array_equal(back.W, fit.W)
+    with pytest.raises(ValueError, match="out of range"):
+        back.predict([12], [0])
+    with pytest.raises(ValueError, match="positive integer"):
+        pymf.Gibbs(blocks=1.5)

@@ -156,8 +156,12 @@ def test_predict_is_the_posterior_mean_of_wh(poisson_data):
     mean, std = res.predict(rows, cols, return_std=True)
     np.testing.assert_allclose(mean, expected, rtol=1e-12)
     assert np.all(std > 0)
-    with pytest.raises(ValueError, match="row indices"):
+    with pytest.raises(ValueError, match="row id 60 is out of range"):
         res.predict([60], [0])
+    with pytest.raises(ValueError, match="must be integers"):  # 0.9 would silently become 0
+        res.predict([0.9], [1])
+    with pytest.raises(ValueError, match="same length"):
+        res.predict([0, 1], [1])
 
 
 def test_trace_contents(poisson_data):

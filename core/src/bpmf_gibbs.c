@@ -19,6 +19,8 @@ struct pymf_bpmf_gibbs {
     pymf_bpmf_gibbs_config config;
     int64_t hyper_size;
     double *U, *V, *a, *b, *hyper;
+    double *saved; /* the state before the current sweep: restored if the sweep diverges */
+    int64_t state_size;
     pymf_bpmf_params params;
     int64_t sweep;
 };
@@ -38,6 +40,7 @@ void pymf_bpmf_gibbs_destroy(pymf_bpmf_gibbs *g)
     free(g->a);
     free(g->b);
     free(g->hyper);
+    free(g->saved);
     free(g);
 }
 
@@ -53,9 +56,11 @@ pymf_bpmf_gibbs *pymf_bpmf_gibbs_create(const pymf_bpmf_model *model, const pymf
         return NULL;
     }
     if (config->hyperprior == PYMF_BPMF_HYPER_WISHART &&
-        (!(config->nw_beta0 > 0.0) || !(config->nw_nu0 > D - 1) || !(config->nw_w0 > 0.0))) {
+        (!(config->nw_beta0 > 0.0 && isfinite(config->nw_beta0)) ||
+         !(config->nw_nu0 > D - 1 && isfinite(config->nw_nu0)) ||
+         !(config->nw_w0 > 0.0 && isfinite(config->nw_w0)))) {
         pymf_fail(err, PYMF_EINVAL,
-                  "Normal-Wishart hyperprior needs beta0 > 0, nu0 > rank - 1 and w0 > 0 "
+                  "Normal-Wishart hyperprior needs finite beta0 > 0, nu0 > rank - 1 and w0 > 0 "
                   "(got %g, %g, %g)", config->nw_beta0, config->nw_nu0, config->nw_w0);
         return NULL;
     }
@@ -85,7 +90,10 @@ pymf_bpmf_gibbs *pymf_bpmf_gibbs_create(const pymf_bpmf_model *model, const pymf
     g->a = calloc((size_t)rows->n_users, sizeof(double));
     g->b = calloc((size_t)rows->n_items, sizeof(double));
     g->hyper = calloc((size_t)g->hyper_size, sizeof(double));
-    if (g->U == NULL || g->V == NULL || g->a == NULL || g->b == NULL || g->hyper == NULL) {
+    g->state_size = (rows->n_users + rows->n_items) * (D + 1) + g->hyper_size;
+    g->saved = calloc((size_t)g->state_size, sizeof(double));
+    if (g->U == NULL || g->V == NULL || g->a == NULL || g->b == NULL || g->hyper == NULL ||
+        g->saved == NULL) {
         pymf_bpmf_gibbs_destroy(g);
         pymf_fail(err, PYMF_ENOMEM, "out of memory for the BPMF Gibbs state");
         return NULL;
@@ -343,12 +351,36 @@ static int64_t draw_side_rows(pymf_bpmf_gibbs *g, int side)
     return failures;
 }
 
+/* Visits the parts of the state (U, V, a, b, hyper): copies them to g->saved (restore =
+ * 0) or back (restore = 1), or (check = 1) only returns whether every value is finite. */
+static int state_visit(pymf_bpmf_gibbs *g, int restore, int check)
+{
+    const int64_t D = g->model.rank, L = g->rows->n_users, M = g->rows->n_items;
+    double *parts[5] = {g->U, g->V, g->a, g->b, g->hyper};
+    const int64_t sizes[5] = {L * D, M * D, L, M, g->hyper_size};
+    double *at = g->saved;
+    for (int p = 0; p < 5; ++p) {
+        if (check) {
+            for (int64_t i = 0; i < sizes[p]; ++i)
+                if (!isfinite(parts[p][i]))
+                    return 0;
+        } else if (restore) {
+            memcpy(parts[p], at, (size_t)sizes[p] * sizeof(double));
+        } else {
+            memcpy(at, parts[p], (size_t)sizes[p] * sizeof(double));
+        }
+        at += sizes[p];
+    }
+    return 1;
+}
+
 pymf_status pymf_bpmf_gibbs_run(pymf_bpmf_gibbs *g, int64_t n_sweeps, pymf_error *err)
 {
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
     if (rng == NULL)
         return pymf_fail(err, PYMF_ENOMEM, "could not allocate a GSL generator");
     pymf_status status = PYMF_OK;
+    state_visit(g, 0, 0);
     for (int64_t s = 0; s < n_sweeps && status == PYMF_OK; ++s) {
         gsl_rng_set(rng, pymf_stream_seed(g->config.hyper_seed, (uint64_t)g->sweep + 1));
         for (int side = 0; side < 2 && status == PYMF_OK; ++side) {
@@ -358,11 +390,26 @@ pymf_status pymf_bpmf_gibbs_run(pymf_bpmf_gibbs *g, int64_t n_sweeps, pymf_error
                                    "BPMF Gibbs sweep %lld: a conditional precision is not "
                                    "positive definite (non-finite state?)",
                                    (long long)g->sweep + 1);
-                err->iteration = g->sweep + 1;
+                if (err != NULL)
+                    err->iteration = g->sweep + 1;
             }
         }
-        if (status == PYMF_OK)
+        /* keep the state of this sweep if it is finite (it becomes the one to fall back
+         * to), else put the previous one back: a diverging chain keeps its last finite state */
+        if (status == PYMF_OK && !state_visit(g, 0, 1)) {
+            status = pymf_fail(err, PYMF_EDIVERGED,
+                               "BPMF Gibbs diverged at sweep %lld: a parameter became infinite "
+                               "or NaN (extreme ratings or hyperparameters?); the last finite "
+                               "state is kept", (long long)g->sweep + 1);
+            if (err != NULL)
+                err->iteration = g->sweep + 1;
+        }
+        if (status == PYMF_OK) {
+            state_visit(g, 0, 0);
             ++g->sweep;
+        } else {
+            state_visit(g, 1, 0);
+        }
     }
     gsl_rng_free(rng);
     return status;
