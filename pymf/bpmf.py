@@ -36,7 +36,8 @@ from pymf import _bpmf
 from pymf.data import Ratings, as_observed, entry_ids, real_array
 from pymf.errors import DivergenceError
 from pymf.interrupt import DeferredInterrupt, ForcedInterrupt
-from pymf.samplers import AnnealedStep, ConstantStep, PolynomialDecay, _check_threads
+from pymf.samplers import (AnnealedStep, ConstantStep, PolynomialDecay, _check_threads, check_flag,
+                           check_rank, check_real)
 
 
 # ----------------------------------------------------------------------------- model
@@ -55,17 +56,15 @@ class BPMF:
 
     def __init__(self, rank, tau=2.0, alpha0=1.0, beta0=1.0, bias=True, mean_rating=None,
                  init_precision=2.0, init_scale=0.1):
-        if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or rank <= 0:
-            raise ValueError(f"rank must be a positive integer, got {rank!r}")
+        check_rank(rank)
         for name, value in (("tau", tau), ("alpha0", alpha0), ("beta0", beta0),
                             ("init_precision", init_precision), ("init_scale", init_scale)):
-            if not (isinstance(value, numbers.Real) and math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be positive and finite, got {value!r}")
-        if mean_rating is not None and not math.isfinite(mean_rating):
-            raise ValueError(f"mean_rating must be finite, got {mean_rating!r}")
+            check_real(value, name, positive=True)
+        if mean_rating is not None:
+            check_real(mean_rating, "mean_rating")
         self.rank, self.tau = int(rank), float(tau)
         self.alpha0, self.beta0 = float(alpha0), float(beta0)
-        self.bias = bool(bias)
+        self.bias = check_flag(bias, "bias")
         self.mean_rating = None if mean_rating is None else float(mean_rating)
         self.init_precision, self.init_scale = float(init_precision), float(init_scale)
 
@@ -81,13 +80,15 @@ class BPMF:
         """The tuple the C bindings take."""
         return (self.rank, self.tau, float(mean_rating), self.bias, self.alpha0, self.beta0)
 
-    def check_data(self, data):
+    def check_data(self, data, what="training data"):
         """Validated Ratings (NaN/inf, indices and duplicates are checked by pymf.Ratings)."""
         ratings = as_observed(data)
         if not isinstance(ratings, Ratings):
             ratings = Ratings.from_dense(ratings)
         if ratings.nnz == 0:
-            raise ValueError("BPMF needs at least one rating; the training data are empty")
+            raise ValueError(f"BPMF needs at least one rating; the {what} {'is' if what == 'test set' else 'are'} empty")
+        if max(ratings.shape) > 2**31 - 1:
+            raise ValueError(f"BPMF takes at most 2**31 - 1 users and items, got shape {ratings.shape}")
         return ratings
 
 
@@ -158,10 +159,12 @@ class DSGLD:
         self.workers = _check_threads(workers, "workers") or None
         self.batch_size = _count(batch_size, "batch_size", 1)
         self.round_length = _count(round_length, "round_length", 1)
+        if self.round_length > 2**31 - 1:
+            raise ValueError(f"round_length={round_length} is too large (at most 2**31 - 1)")
         self.step_size = as_round_step(step_size)
         self.hyper_every = _count(hyper_every, "hyper_every", 0)
-        self.permute = bool(permute)
-        self.noise_correction = bool(noise_correction)
+        self.permute = check_flag(permute, "permute")
+        self.noise_correction = check_flag(noise_correction, "noise_correction")
 
     @property
     def n_chains(self):
@@ -202,7 +205,9 @@ class BPMFGibbs:
         if hyperprior not in ("wishart", "gamma"):
             raise ValueError(f"hyperprior must be 'wishart' or 'gamma', got {hyperprior!r}")
         self.hyperprior = hyperprior
-        self.nw_beta0, self.nw_nu0, self.nw_w0 = float(nw_beta0), nw_nu0, float(nw_w0)
+        self.nw_beta0 = check_real(nw_beta0, "nw_beta0", positive=True)
+        self.nw_w0 = check_real(nw_w0, "nw_w0", positive=True)
+        self.nw_nu0 = None if nw_nu0 is None else check_real(nw_nu0, "nw_nu0", positive=True)
         self.workers = _check_threads(workers, "workers") or None
         self.n_chains = 1
 
@@ -362,7 +367,7 @@ class BPMFResult:
         else:
             raise ValueError("this result kept no samples (keep_samples=False): only the test "
                              "pairs can be predicted")
-        if noise:
+        if check_flag(noise, "noise"):
             std = np.sqrt(std ** 2 + 1.0 / self.tau)
         return (mean, std) if return_std else mean
 
@@ -585,7 +590,7 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=
     if burnin_rmse is not None and not (isinstance(burnin_rmse, numbers.Real) and burnin_rmse > 0):
         raise ValueError(f"burnin_rmse must be a positive number, got {burnin_rmse!r}")
     if test is not None:
-        test = model.check_data(test)
+        test = model.check_data(test, "test set")
         if test.shape != ratings.shape:
             raise ValueError(f"the test set has shape {test.shape}, the training data {ratings.shape}")
     mean_rating = float(ratings.values.mean()) if model.mean_rating is None else model.mean_rating
@@ -934,7 +939,9 @@ def fit_bpmf(model, data, optimizer, n_epochs=10, seed=0, test=None, trace_every
     chains.set_state(0, *_initial_params(model, ratings.shape, init_rng), 0)
     step = as_round_step(optimizer.step_size)
     if test is not None:
-        test = model.check_data(test)
+        test = model.check_data(test, "test set")
+        if test.shape != ratings.shape:
+            raise ValueError(f"the test set has shape {test.shape}, the training data {ratings.shape}")
         tu, ti = layout.users_items(test.rows, test.cols)
     trace = {"epoch": [], "time": [], "train_rmse": [], "test_rmse": []}
     elapsed = 0.0

@@ -200,8 +200,12 @@ def bpmf_run_from_args(args, ratings):
         ratings, test = ratings.split(args.test_fraction, seed=args.split_seed)
     model = pymf.BPMF(args.rank, tau=args.tau, alpha0=args.alpha0, beta0=args.beta0,
                       bias=not args.no_bias)
-    blocks = tuple(int(x) for x in args.blocks.split(",")) if args.split == "hybrid" \
-        else int(args.blocks)
+    try:
+        blocks = tuple(int(x) for x in args.blocks.split(",")) if args.split == "hybrid" \
+            else int(args.blocks)
+    except ValueError:
+        raise ValueError(f"--blocks must be an integer (or P,Q for --split hybrid), got "
+                         f"{args.blocks!r}") from None
     sampler = pymf.DSGLD(chains=args.chains, split=args.split, blocks=blocks,
                          workers=getattr(args, "threads", None), batch_size=args.batch_size,
                          round_length=args.round_length,
@@ -383,9 +387,14 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    fraction = getattr(args, "test_fraction", 0.0)
+    if not 0.0 <= fraction < 1.0:
+        print(f"pymf: error: --test-fraction must be in [0, 1), got {fraction}", file=sys.stderr)
+        return 2
     try:
         return args.func(args)
-    except ValueError as exc:
+    except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError,
+            IsADirectoryError, PermissionError) as exc:
         print(f"pymf: error: {exc}", file=sys.stderr)
         return 2
 

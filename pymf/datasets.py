@@ -15,6 +15,7 @@ import os
 import numpy as np
 
 from pymf.data import Ratings
+from pymf.samplers import check_real
 
 
 def tweedie_draw(mu, phi, beta, rng):
@@ -47,13 +48,19 @@ def tweedie_draw(mu, phi, beta, rng):
     raise ValueError(f"beta={beta}: draws are available for beta = 2, 1, 0, -1 and 0 < beta < 1")
 
 
+def _positive_int(n, name):
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {n!r}")
+
+
 def make_tweedie_nmf(n_rows, n_cols, rank, beta=1.0, phi=1.0, seed=0, lam_w=1.0, lam_h=1.0):
     """(V, W_true, H_true) from the Tweedie NMF generative model (see the module doc)."""
     for name, n in (("n_rows", n_rows), ("n_cols", n_cols), ("rank", rank)):
-        if int(n) != n or n <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {n!r}")
-    if not phi > 0:
-        raise ValueError(f"phi must be positive, got {phi}")
+        _positive_int(n, name)
+    phi = check_real(phi, "phi", positive=True)
+    beta = check_real(beta, "beta")
+    lam_w = check_real(lam_w, "lam_w", positive=True)
+    lam_h = check_real(lam_h, "lam_h", positive=True)
     rng = np.random.default_rng(seed)
     W = rng.exponential(1.0 / lam_w, size=(int(n_rows), int(rank)))
     H = rng.exponential(1.0 / lam_h, size=(int(rank), int(n_cols)))
@@ -68,10 +75,11 @@ def make_linear_gaussian(n_data, dim, noise_var=10.0, prior_var=1.0, spread=100.
     `spread`, so that the posterior is correlated and its scales differ (the setting where
     SGLD mixes poorly)."""
     for name, n in (("n_data", n_data), ("dim", dim)):
-        if int(n) != n or n <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {n!r}")
-    if not (noise_var > 0 and prior_var > 0 and spread >= 1):
-        raise ValueError("noise_var and prior_var must be positive and spread >= 1")
+        _positive_int(n, name)
+    noise_var = check_real(noise_var, "noise_var", positive=True)
+    prior_var = check_real(prior_var, "prior_var", positive=True)
+    if not check_real(spread, "spread") >= 1:
+        raise ValueError(f"spread must be >= 1, got {spread!r}")
     rng = np.random.default_rng(seed)
     n_data, dim = int(n_data), int(dim)
     Q, _ = np.linalg.qr(rng.normal(size=(dim, dim)))
@@ -98,16 +106,25 @@ def load_movielens(path):
     if not os.path.exists(path):
         raise FileNotFoundError(f"no MovieLens file at {path!r}")
     name = os.path.basename(path)
-    if name.endswith(".csv"):
-        table = np.loadtxt(path, delimiter=",", skiprows=1, usecols=(0, 1, 2))
-    elif name.endswith(".dat"):
-        with open(path) as fh:
-            table = np.array([line.split("::")[:3] for line in fh if line.strip()], dtype=np.float64)
-    else:
-        table = np.loadtxt(path, usecols=(0, 1, 2))
+    try:
+        if name.endswith(".csv"):
+            table = np.loadtxt(path, delimiter=",", skiprows=1, usecols=(0, 1, 2))
+        elif name.endswith(".dat"):
+            with open(path) as fh:
+                rows = [line.split("::")[:3] for line in fh if line.strip()]
+            if any(len(row) < 3 for row in rows):
+                raise ValueError("a line has fewer than three '::'-separated fields")
+            table = np.array(rows, dtype=np.float64)
+        else:
+            table = np.loadtxt(path, usecols=(0, 1, 2))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path!r} is not a MovieLens ratings file (user item rating per "
+                         f"line): {exc}") from None
     table = np.atleast_2d(table)
     if table.shape[1] < 3 or table.shape[0] == 0:
         raise ValueError(f"{path!r} has no (user, item, rating) rows")
+    if not np.all(table[:, :2] == np.round(table[:, :2])):
+        raise ValueError(f"{path!r} has user or item ids that are not integers")
     user_ids, rows = np.unique(table[:, 0].astype(np.int64), return_inverse=True)
     item_ids, cols = np.unique(table[:, 1].astype(np.int64), return_inverse=True)
     ratings = Ratings(rows, cols, table[:, 2], shape=(len(user_ids), len(item_ids)))

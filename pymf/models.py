@@ -13,24 +13,20 @@ import numbers
 import numpy as np
 
 from pymf.data import observed_values
+from pymf.samplers import check_rank, check_real
 
 PRIORS = ("exponential", "gaussian")
 
 
 class TweedieNMF:
     def __init__(self, rank, beta=1.0, phi=1.0, prior="exponential", lam_w=1.0, lam_h=1.0):
-        if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or rank <= 0:
-            raise ValueError(f"rank must be a positive integer, got {rank!r}")
-        beta, phi = float(beta), float(phi)
-        if not math.isfinite(beta):
-            raise ValueError(f"beta must be finite, got {beta}")
-        if not (phi > 0 and math.isfinite(phi)):
-            raise ValueError(f"phi (the dispersion) must be positive and finite, got {phi}")
+        rank = check_rank(rank)
+        beta = check_real(beta, "beta")
+        phi = check_real(phi, "phi (the dispersion)", positive=True)
         if prior not in PRIORS:
             raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
-        for name, lam in (("lam_w", lam_w), ("lam_h", lam_h)):
-            if not (float(lam) > 0 and math.isfinite(float(lam))):
-                raise ValueError(f"{name} must be positive and finite, got {lam}")
+        lam_w = check_real(lam_w, "lam_w", positive=True)
+        lam_h = check_real(lam_h, "lam_h", positive=True)
         if prior == "gaussian" and beta != 2.0:
             raise ValueError(
                 "prior='gaussian' gives real-valued factors, so mu = W H can be negative; "

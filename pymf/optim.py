@@ -12,7 +12,7 @@ import numpy as np
 
 from pymf import _sgd, _tweedie
 from pymf.data import entry_ids
-from pymf.samplers import _check_blocks, _check_threads, as_step_size
+from pymf.samplers import _check_blocks, _check_threads, as_step_size, check_flag
 from pymf.sampling import (GridMap, blocked_data, check_count, check_init, prepare_test,
                            progress_enabled, run_seeds)
 from pymf.data import as_observed
@@ -60,7 +60,7 @@ class DSGD:
         if part_order not in ("cyclic", "random"):
             raise ValueError(f"part_order must be 'cyclic' or 'random', got {part_order!r}")
         self.part_order = part_order
-        self.permute = bool(permute)
+        self.permute = check_flag(permute, "permute")
         self.n_threads = _check_threads(n_threads)
 
     def grid_blocks(self, shape):

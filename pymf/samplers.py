@@ -95,6 +95,33 @@ def step_size_from_params(params):
     return PolynomialDecay(params["a"], params["b"])
 
 
+MAX_RANK = 1 << 20  # the C core holds the rank in an int; far above any factorisation's
+
+
+def check_rank(rank):
+    if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or rank <= 0:
+        raise ValueError(f"rank must be a positive integer, got {rank!r}")
+    if rank > MAX_RANK:
+        raise ValueError(f"rank={rank} is too large (at most {MAX_RANK})")
+    return int(rank)
+
+
+def check_real(value, name, positive=False):
+    """A finite real parameter (positive=True: > 0), named in the error."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+            or not math.isfinite(value) or (positive and not value > 0):
+        kind = "a positive finite number" if positive else "a finite number"
+        raise ValueError(f"{name} must be {kind}, got {value!r}")
+    return float(value)
+
+
+def check_flag(value, name):
+    """A boolean option: True or False, not a truthy string such as 'no'."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def check_batch_size(batch_size):
     """A minibatch size: an int >= 1, or a float in (0, 1] meaning that fraction of the data."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Real):
@@ -146,7 +173,7 @@ class _Langevin:
         self.step_size = as_step_size(step_size)
         self.blocks = None if blocks is None else _check_blocks(blocks)
         self.n_threads = _check_threads(n_threads)
-        self.permute = bool(permute)
+        self.permute = check_flag(permute, "permute")
 
     def grid_blocks(self, shape):
         """B for this data: PSGLD's B is the user's; LD/SGLD use the grid only to cut the

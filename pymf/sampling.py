@@ -101,11 +101,16 @@ def prepare_test(test, observed):
     """Validate a held-out set against the training data; returns Ratings or None."""
     if test is None:
         return None
-    test = as_observed(test)
+    try:
+        test = as_observed(test)
+    except ValueError as exc:
+        raise ValueError(f"the test set: {exc}") from None
     if not isinstance(test, Ratings):
         test = Ratings.from_dense(test)
     if test.shape != observed.shape:
         raise ValueError(f"the test set has shape {test.shape}, the data {observed.shape}")
+    if test.nnz == 0:
+        raise ValueError("the test set is empty: pass test=None to run without one")
     return test
 
 
@@ -355,6 +360,7 @@ def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, init=None,
     `burnin_rmse` may end burn-in early: see pymf.bpmf.sample_bpmf.
     """
     from pymf.bpmf import BPMF
+    from pymf.models import TweedieNMF
     from pymf.hamcmc import HAMCMC, SGRLD, LinearGaussian, PreconditionedSGLD, sample_linear
     if isinstance(model, LinearGaussian):  # the HAMCMC paper's model: pymf.hamcmc
         for name, value in (("test", test), ("sample_dir", sample_dir), ("checkpoint", checkpoint),
@@ -367,6 +373,9 @@ def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, init=None,
     if isinstance(sampler, (HAMCMC, PreconditionedSGLD, SGRLD)):
         raise ValueError(f"{type(sampler).__name__} samples pymf.LinearGaussian models only (HAMCMC "
                          "for matrix factorisation is not implemented yet)")
+    if not isinstance(model, (TweedieNMF, BPMF)):
+        raise ValueError(f"model must be pymf.TweedieNMF, pymf.BPMF or pymf.LinearGaussian, "
+                         f"got {model!r}")
     if isinstance(model, BPMF):  # Bayesian PMF: pymf.bpmf (burnin_rmse is for it only)
         return _sample_bpmf(model, data, sampler, n_samples, burnin, thin, seed, init, test,
                             trace_every, sample_dir, keep_samples, checkpoint, checkpoint_every,

@@ -193,8 +193,10 @@ def test_bpmf_gibbs_stops_on_a_non_finite_state_and_keeps_the_last_finite_one():
     with pytest.raises(pymf.DivergenceError, match="diverged at sweep 1") as info:
         pymf.sample(pymf.BPMF(2, mean_rating=1e300), R, pymf.BPMFGibbs(), n_samples=3)
     assert all(np.all(np.isfinite(v)) for v in info.value.partial.last_state.values())
-    with pytest.raises(ValueError, match="finite beta0"):
-        pymf.sample(pymf.BPMF(2), R, pymf.BPMFGibbs(nw_nu0=np.inf), n_samples=3)
+    with pytest.raises(ValueError, match="nw_nu0 must be a positive finite number"):
+        pymf.BPMFGibbs(nw_nu0=np.inf)
+    with pytest.raises(ValueError, match="nu0 > rank - 1"):  # the C core's own check
+        pymf.sample(pymf.BPMF(3), R, pymf.BPMFGibbs(nw_nu0=1.5), n_samples=3)
 
 
 def test_files_that_are_not_results_or_checkpoints_are_named(tmp_path):
@@ -215,3 +217,39 @@ def test_files_that_are_not_results_or_checkpoints_are_named(tmp_path):
         back.predict([12], [0])
     with pytest.raises(ValueError, match="positive integer"):
         pymf.Gibbs(blocks=1.5)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: pymf.TweedieNMF(2, beta="a"), "beta must be a finite number"),
+    (lambda: pymf.TweedieNMF(2, lam_w=None), "lam_w must be a positive finite number"),
+    (lambda: pymf.TweedieNMF(2**40), "rank=.* is too large"),
+    (lambda: pymf.BPMF(2, mean_rating="a"), "mean_rating must be a finite number"),
+    (lambda: pymf.BPMFGibbs(nw_nu0="a"), "nw_nu0"),
+    (lambda: pymf.PSGLD(blocks=2, permute="no"), "permute must be True or False"),
+    (lambda: pymf.BPMF(2, bias="no"), "bias must be True or False"),
+    (lambda: pymf.DSGLD(round_length=2**31), "round_length"),
+    (lambda: pymf.datasets.make_tweedie_nmf(5, 5, 2, phi=np.inf), "phi must be"),
+    (lambda: pymf.datasets.make_tweedie_nmf(5, 5, 2, lam_w=0), "lam_w must be"),
+    (lambda: pymf.datasets.make_tweedie_nmf(None, 5, 2), "n_rows must be a positive integer"),
+    (lambda: pymf.sample(None, V_OK, PSGLD, n_samples=2), "model must be"),
+    (lambda: run(test=pymf.Ratings([], [], [], shape=V_OK.shape)), "test set is empty"),
+    (lambda: run(test=np.ones(10)), "the test set: .*2-D"),
+])
+def test_parameters_are_named_in_their_errors(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_movielens_files_with_bad_lines_or_ids_are_named(tmp_path):
+    bad_ids = tmp_path / "u.data"
+    bad_ids.write_text("1.5\t1\t3\t0\n2\t1\t4\t0\n")
+    with pytest.raises(ValueError, match="not integers"):
+        pymf.datasets.load_movielens(bad_ids)
+    short = tmp_path / "ratings.dat"
+    short.write_text("1::2::3::4\n1::3\n")
+    with pytest.raises(ValueError, match="fewer than three"):
+        pymf.datasets.load_movielens(short)
+    binary = tmp_path / "junk.data"
+    binary.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(ValueError, match="not a MovieLens ratings file"):
+        pymf.datasets.load_movielens(binary)

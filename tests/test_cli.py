@@ -100,3 +100,20 @@ def test_sigint_keeps_samples_and_checkpoint(tmp_path):
     assert result.n_kept == summary["kept_samples"] and np.all(np.isfinite(result.W_samples))
     with np.load(out_dir / "checkpoint.npz") as ck:
         assert int(ck["t"]) == summary["iterations"]
+
+
+def test_command_line_errors_are_one_line_not_tracebacks(tmp_path, capsys):
+    from pymf import cli
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    for argv, message in (
+            (["predict", "--result", str(tmp_path / "missing.npz"), "--rows", "0", "--cols", "0"],
+             "No such file"),
+            (["bpmf", "--data", "demo", "--blocks", "abc", "--out", str(tmp_path / "o")],
+             "--blocks must be an integer"),
+            (["sample", "--data", "demo", "--test-fraction", "-0.5", "--out", str(tmp_path / "o")],
+             "--test-fraction must be in"),
+            (["sample", "--data", "demo", "--samples", "5", "--out", str(a_file), "--no-progress"],
+             "File exists")):
+        assert cli.main(argv) == 2
+        assert message in capsys.readouterr().err
