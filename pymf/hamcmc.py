@@ -23,8 +23,8 @@ Seeding: numpy.random.SeedSequence(seed).spawn(2): the Philox key of the noise a
 minibatches, and the starting state (a draw from the prior unless init= is given). The
 chain is a pure function of (seed, data, settings).
 
-Not done yet: HAMCMC for matrix factorisation (distributed like PSGLD), checkpoints and
-save/load of these results.
+Not done yet: HAMCMC for matrix factorisation (distributed like PSGLD), and checkpoints of
+these runs (res.save / pymf.load work).
 """
 import math
 import numbers
@@ -193,6 +193,35 @@ class LinearResult:
         self.trace, self.params = trace, params
         self.iterations, self.skipped_pairs = iterations, skipped_pairs
         self.interrupted = interrupted
+
+    def save(self, path):
+        """One .npz (no pickle), written whole then renamed; pymf.load reads it back."""
+        import json
+        import os
+        arrays = {"mean": self.mean, "cov": self.cov, "exact_mean": self.exact_mean,
+                  "exact_cov": self.exact_cov}
+        if self.samples is not None:
+            arrays["samples"] = np.asarray(self.samples)
+        for key, value in self.trace.items():
+            arrays["trace_" + key] = np.asarray(value)
+        meta = {"kind": "linear", "params": self.params, "n_kept": self.n_kept,
+                "iterations": int(self.iterations), "skipped_pairs": int(self.skipped_pairs),
+                "interrupted": bool(self.interrupted)}
+        path = os.fspath(path)
+        if not path.endswith(".npz"):
+            path += ".npz"
+        tmp = path + ".tmp.npz"
+        np.savez(tmp, meta=json.dumps(meta), **arrays)
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def from_archive(cls, archive, meta):
+        trace = {k[6:]: archive[k] for k in archive.files if k.startswith("trace_")}
+        samples = archive["samples"] if "samples" in archive.files else None
+        return cls(archive["mean"], archive["cov"], samples, meta["n_kept"],
+                   archive["exact_mean"], archive["exact_cov"], trace, meta["params"],
+                   meta["iterations"], meta["skipped_pairs"], meta["interrupted"])
 
     def __repr__(self):
         error = self.trace["mean_error"][-1] if len(self.trace["mean_error"]) else float("nan")

@@ -156,6 +156,9 @@ def _load(path, mmap):
         if meta.get("kind") == "bpmf":
             from pymf.bpmf import load_bpmf
             return load_bpmf(archive, meta)
+        if meta.get("kind") == "linear":
+            from pymf.hamcmc import LinearResult
+            return LinearResult.from_archive(archive, meta)
         if meta.get("kind") == "fit" or ("W" in archive.files and "n_kept" not in meta):
             from pymf.optim import FitResult
             return FitResult(archive["W"], archive["H"],

@@ -197,6 +197,18 @@ def test_other_samplers_run_through_pymf_sample(problem):
         np.testing.assert_allclose(res.exact_mean, mean)
 
 
+def test_save_and_load_round_trip(problem, tmp_path):
+    A, x, model = problem
+    res = pymf.sample(model, (A, x), pymf.HAMCMC(gamma=0.05, step_size=0.05, batch_size=20),
+                      n_samples=200, thin=2, seed=1)
+    back = pymf.load(res.save(tmp_path / "linear"))
+    assert isinstance(back, pymf.LinearResult) and back.n_kept == res.n_kept == 100
+    for name in ("mean", "cov", "samples", "exact_mean", "exact_cov"):
+        assert np.array_equal(getattr(back, name), getattr(res, name)), name
+    assert np.array_equal(back.trace["mean_error"], res.trace["mean_error"], equal_nan=True)
+    assert back.params == res.params and back.iterations == 200
+
+
 def test_bad_input_is_refused_by_name(problem):
     A, x, model = problem
     sampler = pymf.HAMCMC(step_size=0.01)
