@@ -6,18 +6,33 @@ import signal
 import threading
 
 
-def run_with_ctrl_c(run, delay):
-    """run() with SIGINT sent to this process `delay` seconds after it starts; returns what
-    run returns. The signal goes to Python's own handler (KeyboardInterrupt), as in a user's
-    session; one arriving after run() has returned is swallowed instead of ending pytest."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT))
-    late = []
-    try:
-        timer.start()
-        return run()
-    finally:
+class CtrlC:
+    """with CtrlC() as ctrl_c: run(callback=ctrl_c.press_at(t0)) sends SIGINT from another
+    thread a moment after the callback first sees unit t0, so that it lands while the run
+    goes on (most often inside the C sampler), whatever the machine's speed or load. The
+    signal meets Python's own handler, as in a user's session; one arriving after the run
+    has returned is swallowed instead of ending pytest."""
+
+    def __init__(self, delay=0.002):
+        self.delay = delay
+        self.timer = None
+
+    def __enter__(self):
+        self.previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        return self
+
+    def press_at(self, unit, dict_info=False):
+        def callback(*args):
+            t = args[0]["iteration"] if dict_info else args[0]
+            if t >= unit and self.timer is None:
+                self.timer = threading.Timer(self.delay, os.kill, (os.getpid(), signal.SIGINT))
+                self.timer.start()
+        return callback
+
+    def __exit__(self, *exc):
+        late = []
         signal.signal(signal.SIGINT, lambda *_: late.append(True))
-        timer.cancel()
-        timer.join()
-        signal.signal(signal.SIGINT, previous)
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer.join()
+        signal.signal(signal.SIGINT, self.previous)

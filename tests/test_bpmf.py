@@ -614,20 +614,17 @@ def test_a_checkpoint_of_another_run_is_refused(tmp_path):
 def test_a_real_ctrl_c_leaves_a_checkpoint_that_resumes_the_same_chains(tmp_path):
     """SIGINT from another thread, wherever it lands: the run stops at the next consistent
     point, returns what it has, and its checkpoint resumes to the uninterrupted result."""
-    import time
-    from ctrl_c import run_with_ctrl_c
+    from ctrl_c import CtrlC
     R = synthetic(L=40, M=30, D=3)
     train, test = R.split(0.2, seed=1)
     sampler = pymf.DSGLD(blocks=2, batch_size=20, round_length=2, step_size=1e-3)
     settings = dict(n_samples=3000, thin=1, seed=6, test=test, trace_every=3,
                     checkpoint_every=100_000)
-    started = time.perf_counter()
     full = pymf.sample(pymf.BPMF(3), train, sampler, **settings)
-    seconds = time.perf_counter() - started
     checkpoint = tmp_path / "bpmf.npz"
-    partial = run_with_ctrl_c(lambda: pymf.sample(pymf.BPMF(3), train, sampler,
-                                                  checkpoint=checkpoint, **settings),
-                              0.4 * seconds)
+    with CtrlC() as ctrl_c:
+        partial = pymf.sample(pymf.BPMF(3), train, sampler, checkpoint=checkpoint,
+                              callback=ctrl_c.press_at(30), **settings)
     assert partial.interrupted and 0 < partial.test_count < full.test_count
     resumed = pymf.sample(pymf.BPMF(3), train, sampler, checkpoint=checkpoint, **settings)
     _same_results(resumed, full)
