@@ -394,9 +394,8 @@ class BPMFResult:
                 arrays["last_" + key] = value
         meta = {"kind": "bpmf", "params": self.params, "burnin_end": self.burnin_end,
                 "mean_rating": self.mean_rating, "tau": self.tau, "test_count": self.test_count}
-        path = str(path)
-        if not path.endswith(".npz"):
-            path += ".npz"
+        from pymf.result import npz_path
+        path = npz_path(path)
         tmp = path + ".tmp.npz"  # written whole, then renamed: a crash never leaves half a file
         np.savez(tmp, meta=json.dumps(meta), **arrays)
         os.replace(tmp, path)
@@ -600,12 +599,14 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=
     if trace_every is None:
         trace_every = max(1, min(thin, total_max // 100 or 1))
     trace_every = _count(trace_every, "trace_every", 1)
+    checkpoint_every = _count(max(1, total_max // 10) if checkpoint_every is None
+                              else checkpoint_every, "checkpoint_every", 1)
     if checkpoint is not None:
-        checkpoint = os.fspath(checkpoint)
-        if not checkpoint.endswith(".npz"):
-            checkpoint += ".npz"
-        checkpoint_every = _count(max(1, total_max // 10) if checkpoint_every is None
-                                  else checkpoint_every, "checkpoint_every", 1)
+        from pymf.result import npz_path
+        checkpoint = npz_path(checkpoint, "checkpoint")
+    if callback is not None and not callable(callback):
+        raise ValueError(f"callback must be callable, got {callback!r}")
+    keep_samples = check_flag(keep_samples, "keep_samples")
     n_chains = _chains.n_chains if _chains is not None else sampler.n_chains
     init = check_init(init, model, ratings.shape, n_chains)
     # _chains: pymf.mpi_bpmf's parameter server, which has the same face as _Chains

@@ -20,22 +20,35 @@ import numpy as np
 
 
 def _load_data(spec, args):
-    """--data: 'demo' (the paper's synthetic Poisson-NMF), a .npy matrix, a .npz with a
-    matrix V, or a MovieLens ratings file (u.data / ratings.dat / ratings.csv)."""
+    """--data: 'demo' (the paper's synthetic Poisson-NMF) or a file (read_data_file)."""
     import pymf
     if spec == "demo":
         V, _, _ = pymf.datasets.demo(size=args.demo_size, rank=args.rank, seed=args.seed)
         return V
-    if not os.path.exists(spec):
-        raise SystemExit(f"pymf: error: --data {spec!r}: no such file (or use --data demo)")
-    if spec.endswith(".npy"):
-        return np.load(spec, allow_pickle=False)
-    if spec.endswith(".npz"):
-        with np.load(spec, allow_pickle=False) as archive:
-            if "V" not in archive.files:
-                raise SystemExit(f"pymf: error: {spec!r} has no array named V")
-            return archive["V"]
-    return pymf.datasets.load_movielens(spec)
+    return read_data_file(spec)
+
+
+def read_data_file(path):
+    """A .npy matrix, a .npz with a matrix V or with ratings (rows, cols, values, shape), or
+    a MovieLens ratings file (u.data / ratings.dat / ratings.csv)."""
+    import pymf
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"--data {path!r}: no such file (or use --data demo)")
+    try:
+        if path.endswith(".npy"):
+            return np.load(path, allow_pickle=False)
+        if path.endswith(".npz"):
+            with np.load(path, allow_pickle=False) as archive:
+                if "V" in archive.files:
+                    return archive["V"]
+                if {"rows", "cols", "values", "shape"} <= set(archive.files):
+                    return pymf.Ratings(archive["rows"], archive["cols"], archive["values"],
+                                        shape=tuple(np.atleast_1d(archive["shape"])))
+                raise ValueError(f"{path!r} holds neither a matrix V nor ratings (rows, cols, "
+                                 "values, shape)")
+    except (OSError, EOFError) as exc:
+        raise ValueError(f"--data {path!r} cannot be read: {exc}") from None
+    return pymf.datasets.load_movielens(path)
 
 
 def _data_and_model(args):
@@ -166,7 +179,9 @@ def cmd_fit(args):
 
 def bpmf_arguments(parser):
     """The options of a BPMF run, shared by `pymf bpmf` and `python -m pymf.mpi_bpmf`."""
-    parser.add_argument("--data", required=True, help="MovieLens file, .npy matrix or .npz with V")
+    parser.add_argument("--data", required=True,
+                        help="MovieLens file, .npy matrix, or .npz with V or with ratings "
+                             "(rows, cols, values, shape)")
     parser.add_argument("--test-fraction", type=float, default=0.2)
     parser.add_argument("--split-seed", type=int, default=0)
     parser.add_argument("--rank", type=int, default=10)

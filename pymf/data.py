@@ -72,6 +72,9 @@ class Ratings:
 
     @classmethod
     def from_scipy(cls, matrix):
+        if not hasattr(matrix, "tocoo"):
+            raise ValueError(f"from_scipy takes a scipy.sparse matrix, got {type(matrix).__name__}"
+                             " (for a dense array use Ratings.from_dense)")
         coo = matrix.tocoo()
         return cls(coo.row, coo.col, coo.data, shape=coo.shape)
 
@@ -83,8 +86,11 @@ class Ratings:
 
     def split(self, test_fraction=0.2, seed=0):
         """A random (train, test) split of the entries with a fixed seed."""
-        if not 0.0 < test_fraction < 1.0:
-            raise ValueError("test_fraction must be in (0, 1)")
+        if isinstance(test_fraction, bool) or not isinstance(test_fraction, numbers.Real) \
+                or not 0.0 < test_fraction < 1.0:
+            raise ValueError(f"test_fraction must be a number in (0, 1), got {test_fraction!r}")
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         rng = np.random.default_rng(seed)
         is_test = rng.random(self.nnz) < test_fraction
         train = Ratings(self.rows[~is_test], self.cols[~is_test], self.values[~is_test], self.shape)
@@ -155,7 +161,7 @@ def _as_shape(shape):
     except (TypeError, ValueError):
         raise ValueError(f"shape must be a pair (n_rows, n_cols), got {shape!r}") from None
     for n in (n_rows, n_cols):
-        if not isinstance(n, numbers.Integral) or n <= 0:
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n <= 0:
             raise ValueError(f"shape must hold two positive integers, got {shape!r}")
     return (int(n_rows), int(n_cols))
 

@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 from pymf.data import Ratings
-from pymf.samplers import check_real
+from pymf.samplers import check_real, check_seed
 
 
 def tweedie_draw(mu, phi, beta, rng):
@@ -58,6 +58,7 @@ def make_tweedie_nmf(n_rows, n_cols, rank, beta=1.0, phi=1.0, seed=0, lam_w=1.0,
     for name, n in (("n_rows", n_rows), ("n_cols", n_cols), ("rank", rank)):
         _positive_int(n, name)
     phi = check_real(phi, "phi", positive=True)
+    check_seed(seed)
     beta = check_real(beta, "beta")
     lam_w = check_real(lam_w, "lam_w", positive=True)
     lam_h = check_real(lam_h, "lam_h", positive=True)
@@ -77,6 +78,7 @@ def make_linear_gaussian(n_data, dim, noise_var=10.0, prior_var=1.0, spread=100.
     for name, n in (("n_data", n_data), ("dim", dim)):
         _positive_int(n, name)
     noise_var = check_real(noise_var, "noise_var", positive=True)
+    check_seed(seed)
     prior_var = check_real(prior_var, "prior_var", positive=True)
     if not check_real(spread, "spread") >= 1:
         raise ValueError(f"spread must be >= 1, got {spread!r}")
@@ -123,8 +125,8 @@ def load_movielens(path):
     table = np.atleast_2d(table)
     if table.shape[1] < 3 or table.shape[0] == 0:
         raise ValueError(f"{path!r} has no (user, item, rating) rows")
-    if not np.all(table[:, :2] == np.round(table[:, :2])):
-        raise ValueError(f"{path!r} has user or item ids that are not integers")
+    if not (np.all(table[:, :2] == np.round(table[:, :2])) and np.all(np.abs(table[:, :2]) < 2.0 ** 62)):
+        raise ValueError(f"{path!r} has user or item ids that are not integers (or out of range)")
     user_ids, rows = np.unique(table[:, 0].astype(np.int64), return_inverse=True)
     item_ids, cols = np.unique(table[:, 1].astype(np.int64), return_inverse=True)
     ratings = Ratings(rows, cols, table[:, 2], shape=(len(user_ids), len(item_ids)))

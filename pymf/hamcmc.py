@@ -37,7 +37,7 @@ from pymf import _hamcmc
 from pymf.data import real_array
 from pymf.errors import DivergenceError
 from pymf.interrupt import DeferredInterrupt, ForcedInterrupt
-from pymf.samplers import SGLD, as_step_size, batch_count, check_batch_size
+from pymf.samplers import SGLD, as_step_size, batch_count, check_batch_size, check_flag
 
 
 def _positive(value, name):
@@ -178,7 +178,8 @@ class SGRLD(_StochasticGradientMCMC):
 class LinearResult:
     """What pymf.sample returns for a LinearGaussian model.
 
-    mean, cov         the mean and covariance of the kept samples
+    mean, cov         the mean and covariance of the kept samples (cov is NaN with fewer
+                      than two)
     samples           kept x D (None with keep_samples=False)
     exact_mean, exact_cov  the exact posterior
     trace             iteration, time (s), mean_error (Euclidean distance between the mean of
@@ -207,9 +208,8 @@ class LinearResult:
         meta = {"kind": "linear", "params": self.params, "n_kept": self.n_kept,
                 "iterations": int(self.iterations), "skipped_pairs": int(self.skipped_pairs),
                 "interrupted": bool(self.interrupted)}
-        path = os.fspath(path)
-        if not path.endswith(".npz"):
-            path += ".npz"
+        from pymf.result import npz_path
+        path = npz_path(path)
         tmp = path + ".tmp.npz"
         np.savez(tmp, meta=json.dumps(meta), **arrays)
         os.replace(tmp, path)
@@ -269,6 +269,8 @@ def _check_init(init, model, dim, rng):
         raise ValueError(f"init must be a vector of {dim} values, got shape {theta.shape}")
     if not np.all(np.isfinite(theta)):
         raise ValueError("init contains NaN or inf")
+    if not np.all(np.abs(theta) < 1e150):
+        raise ValueError("init is too large (|value| >= 1e150 overflows when squared)")
     return theta
 
 
@@ -291,6 +293,9 @@ def sample_linear(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, ini
     total = burnin + n_samples
     trace_every = check_count(max(1, total // 200) if trace_every is None else trace_every,
                               "trace_every", 1)
+    keep_samples = check_flag(keep_samples, "keep_samples")
+    if callback is not None and not callable(callback):
+        raise ValueError(f"callback must be callable, got {callback!r}")
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     noise_child, init_child = np.random.SeedSequence(int(seed)).spawn(2)
@@ -319,15 +324,16 @@ def sample_linear(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, ini
         mask = (its > burnin) & ((its - burnin) % thin == 0)
         kept.add(rows[mask])
 
-    def result(interrupted=False):
+    def result(interrupted=False, iterations=None):
         n = len(trace["time"])
         samples = kept.samples[:kept.n] if kept.samples is not None else None
         return LinearResult(kept.mean(), kept.cov(), samples, kept.n, exact_mean, exact_cov,
                             {k: np.asarray(v[:n], dtype=np.float64) for k, v in trace.items()},
-                            params, chain.state()[1], chain.skipped_pairs, interrupted)
+                            params, chain.state()[1] if iterations is None else iterations,
+                            chain.skipped_pairs, interrupted)
 
     interrupt = DeferredInterrupt()
-    buffer = np.empty((trace_every, D))
+    buffer = np.empty((min(trace_every, total), D))
     try:
         with interrupt:
             while t < total:
@@ -335,6 +341,7 @@ def sample_linear(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, ini
                 k = min(trace_every - t % trace_every, total - t)
                 started = time.perf_counter()
                 out = buffer[:k]
+                before = chain.state()[0]
                 try:
                     chain.run(sampler.step_size(np.arange(t + 1, t + k + 1)), out)
                 except DivergenceError as exc:
@@ -343,6 +350,20 @@ def sample_linear(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, ini
                     exc.theta = chain.state()[0]
                     exc.result = result(interrupted=True)
                     raise
+                with np.errstate(over="ignore", invalid="ignore"):
+                    runaway = ~np.isfinite(np.einsum("ij,ij->i", out, out))
+                if runaway.any():
+                    # finite states whose squares overflow (|theta| > 1e154): the chain ran
+                    # away; stop at the first, as the C core does at a non-finite one
+                    first = int(np.argmax(runaway))
+                    keep(out[:first], t + 1)
+                    exc = DivergenceError(
+                        f"the chain diverged at iteration {t + first + 1}: its state overflows "
+                        "when squared (a step size far too large, or extreme data?); the last "
+                        "state below that is kept", iteration=t + first + 1)
+                    exc.theta = out[first - 1].copy() if first else before
+                    exc.result = result(interrupted=True, iterations=t + first)
+                    raise exc
                 keep(out, t + 1)
                 t += k
                 with np.errstate(over="ignore", invalid="ignore"):

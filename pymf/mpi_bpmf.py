@@ -258,14 +258,12 @@ def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=None,
 
 
 def load_ratings(path):
-    """MovieLens files (see pymf.datasets.load_movielens) or an .npz with rows, cols, values
-    and shape."""
+    """The ratings of --data (pymf.cli.read_data_file: MovieLens, .npy, .npz with V or with
+    rows, cols, values and shape); a dense matrix means every entry is rated."""
+    from pymf.cli import read_data_file
     from pymf.data import Ratings
-    from pymf.datasets import load_movielens
-    if str(path).endswith(".npz"):
-        with np.load(path, allow_pickle=False) as z:
-            return Ratings(z["rows"], z["cols"], z["values"], shape=tuple(z["shape"]))
-    return load_movielens(path)
+    data = read_data_file(str(path))
+    return data if isinstance(data, Ratings) else Ratings.from_dense(data)
 
 
 def _parser():
@@ -280,8 +278,21 @@ def _parser():
 
 
 def main(argv=None):
-    from pymf.cli import bpmf_run_from_args
+    """Every rank reads the data and checks the settings itself, so a bad input fails on all
+    of them alike: rank 0 says why in one line and every rank exits with status 2."""
     args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError,
+            IsADirectoryError, PermissionError) as exc:
+        from mpi4py import MPI
+        if MPI.COMM_WORLD.Get_rank() == 0:
+            print(f"pymf.mpi_bpmf: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args):
+    from pymf.cli import bpmf_run_from_args
     train, test, model, sampler = bpmf_run_from_args(args, load_ratings(args.data))
     res = sample(model, train, sampler, args.samples, burnin=args.burnin, thin=args.thin,
                  seed=args.seed, test=test, keep_samples=not args.no_keep_samples,

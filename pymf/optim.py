@@ -84,14 +84,19 @@ class FitResult:
     def __init__(self, W, H, trace, params, iterations):
         self.W, self.H, self.trace, self.params, self.iterations = W, H, trace, params, iterations
 
-    def predict(self, rows, cols):
+    def predict(self, rows, cols, return_std=False):
+        """(W H)_ij of the MAP estimate (return_std=True: with zeros, a point estimate has no
+        posterior spread)."""
         rows, cols = entry_ids(rows, cols, (self.W.shape[0], self.H.shape[1]))
+        if return_std:
+            return self.predict(rows, cols), np.zeros(len(rows))
         return _tweedie.predict_entries(np.ascontiguousarray(self.W), np.ascontiguousarray(self.H.T),
                                         rows, cols)
 
     def save(self, path):
         import json
-        path = os.fspath(path)
+        from pymf.result import npz_path
+        path = npz_path(path)
         np.savez(path, W=self.W, H=self.H, meta=np.array(json.dumps(
             {"kind": "fit", "params": self.params, "iterations": self.iterations,
              "trace_keys": sorted(self.trace)})),
@@ -108,9 +113,17 @@ def fit(model, data, optimizer, n_epochs=10, seed=0, init=None, test=None, trace
     A non-finite move raises pymf.DivergenceError (the last finite state attached).
     """
     from pymf.bpmf import BPMF, fit_bpmf
+    from pymf.models import TweedieNMF
+    if callback is not None and not callable(callback):
+        raise ValueError(f"callback must be callable, got {callback!r}")
     if isinstance(model, BPMF):
+        for name, value in (("init", init), ("trace_every", trace_every), ("progress", progress)):
+            if value is not None:
+                raise ValueError(f"{name}= is not supported when fitting a BPMF model")
         return fit_bpmf(model, data, optimizer, n_epochs=n_epochs, seed=seed, test=test,
                         callback=callback)
+    if not isinstance(model, TweedieNMF):
+        raise ValueError(f"pymf.fit optimises pymf.TweedieNMF or pymf.BPMF models, got {model!r}")
     if not isinstance(optimizer, (SGD, DSGD)):
         raise ValueError(f"optimizer must be pymf.SGD or pymf.DSGD, got {optimizer!r}")
     n_epochs = check_count(n_epochs, "n_epochs", 1)

@@ -91,6 +91,8 @@ class SampleResult:
 
     def save(self, path):
         """Save to `path`: a .npz file if it ends in .npz, else a directory of .npy files."""
+        if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+            raise ValueError(f"the result path must be a non-empty file name, got {path!r}")
         path = os.fspath(path)
         arrays = self._arrays()
         meta = json.dumps(self._meta())
@@ -118,13 +120,34 @@ def load(path, mmap=False):
     """Load a result written by SampleResult.save (or streamed by pymf.sample),
     BPMFResult.save or FitResult.save; a file that is none of these is a ValueError."""
     path = os.fspath(path)
+    if not isinstance(mmap, (bool, np.bool_)):
+        raise ValueError(f"mmap must be True or False, got {mmap!r}")
+    if os.path.exists(path) and not (os.path.isdir(path) or os.path.isfile(path)):
+        raise ValueError(f"{path!r} is not a regular file or a directory")
     try:
         return _load(path, mmap)
     except FileNotFoundError:
         raise
-    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile, AttributeError,
+            TypeError, IndexError) as exc:
         raise ValueError(f"{path!r} is not a result saved by pymf (or it is damaged): "
                          f"{type(exc).__name__}: {exc}") from exc
+
+
+def npz_path(path, what="result"):
+    """The .npz path a save writes: a non-empty path (str or os.PathLike), with .npz added,
+    in a directory that exists."""
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise ValueError(f"the {what} path must be a non-empty file name, got {path!r}")
+    path = os.fspath(path)
+    if not path.endswith(".npz"):
+        path += ".npz"
+    if os.path.isdir(path):
+        raise ValueError(f"the {what} path {path!r} is a directory")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise ValueError(f"the {what} path's directory {parent!r} does not exist")
+    return path
 
 
 def open_checkpoint(path):

@@ -16,10 +16,7 @@ import numpy as np
 
 class ConstantStep:
     def __init__(self, value):
-        value = float(value)
-        if not (value > 0 and math.isfinite(value)):
-            raise ValueError(f"the step size must be positive and finite, got {value}")
-        self.value = value
+        self.value = check_real(value, "the step size", positive=True)
 
     def __call__(self, t):
         return np.full(np.shape(t), self.value, dtype=np.float64)
@@ -36,9 +33,8 @@ class PolynomialDecay:
     conditions sum eps = inf, sum eps^2 < inf)."""
 
     def __init__(self, a, b=0.51):
-        a, b = float(a), float(b)
-        if not (a > 0 and math.isfinite(a)):
-            raise ValueError(f"PolynomialDecay: a must be positive and finite, got {a}")
+        a = check_real(a, "PolynomialDecay: a", positive=True)
+        b = check_real(b, "PolynomialDecay: b")
         if not (0.5 < b <= 1.0):
             raise ValueError(f"PolynomialDecay: b must be in (0.5, 1], got {b}")
         self.a, self.b = a, b
@@ -59,11 +55,9 @@ class AnnealedStep:
     schedule, gamma=0.51 there; annealed once per round)."""
 
     def __init__(self, eps0, kappa=100.0, gamma=0.51):
-        eps0, kappa, gamma = float(eps0), float(kappa), float(gamma)
-        if not (eps0 > 0 and math.isfinite(eps0)):
-            raise ValueError(f"AnnealedStep: eps0 must be positive and finite, got {eps0}")
-        if not (kappa > 0 and math.isfinite(kappa)):
-            raise ValueError(f"AnnealedStep: kappa must be positive, got {kappa}")
+        eps0 = check_real(eps0, "AnnealedStep: eps0", positive=True)
+        kappa = check_real(kappa, "AnnealedStep: kappa", positive=True)
+        gamma = check_real(gamma, "AnnealedStep: gamma")
         if not (0.5 < gamma <= 1.0):
             raise ValueError(f"AnnealedStep: gamma must be in (0.5, 1], got {gamma}")
         self.eps0, self.kappa, self.gamma = eps0, kappa, gamma
@@ -93,6 +87,13 @@ def step_size_from_params(params):
     if params["kind"] == "annealed":
         return AnnealedStep(params["eps0"], params["kappa"], params["gamma"])
     return PolynomialDecay(params["a"], params["b"])
+
+
+def check_seed(seed, name="seed"):
+    """A seed: a non-negative integer (what numpy.random.SeedSequence takes)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {seed!r}")
+    return int(seed)
 
 
 MAX_RANK = 1 << 20  # the C core holds the rank in an int; far above any factorisation's

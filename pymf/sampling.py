@@ -23,7 +23,8 @@ from pymf import _blocks, _tweedie
 from pymf.data import Ratings, as_observed, real_array
 from pymf.errors import DivergenceError
 from pymf.interrupt import DeferredInterrupt, ForcedInterrupt
-from pymf.result import SampleResult, open_checkpoint
+from pymf.result import SampleResult, npz_path, open_checkpoint
+from pymf.samplers import check_flag
 
 _CHUNK_SECONDS = 0.2  # how long one C call may run: bounds the delay of Ctrl-C
 
@@ -46,7 +47,7 @@ def check_count(value, name, minimum):
 
 def progress_enabled(progress):
     if progress is not None:
-        return bool(progress)
+        return check_flag(progress, "progress")
     return sys.stderr.isatty() and not os.environ.get("CI")
 
 
@@ -398,9 +399,10 @@ def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, init=None,
         if reason is not True:
             raise RuntimeError(f"backend='cuda' was requested but the GPU path is unusable: {reason}")
     if checkpoint is not None:
-        checkpoint = os.fspath(checkpoint)
-        if not checkpoint.endswith(".npz"):
-            checkpoint += ".npz"
+        checkpoint = npz_path(checkpoint, "checkpoint")
+    if callback is not None and not callable(callback):
+        raise ValueError(f"callback must be callable, got {callback!r}")
+    keep_samples = check_flag(keep_samples, "keep_samples")
     total = burnin + n_samples
     if checkpoint_every is None:
         checkpoint_every = max(1, total // 10)

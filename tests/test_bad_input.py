@@ -253,3 +253,36 @@ def test_movielens_files_with_bad_lines_or_ids_are_named(tmp_path):
     binary.write_bytes(bytes(range(256)) * 4)
     with pytest.raises(ValueError, match="not a MovieLens ratings file"):
         pymf.datasets.load_movielens(binary)
+
+
+def test_second_fuzzing_pass(tmp_path):
+    """What a second pass found: each is now a ValueError (or DivergenceError) naming it."""
+    R = pymf.Ratings.from_dense(V_OK)
+    res = run(n_samples=4)
+    cases = [
+        (lambda: pymf.fit(None, V_OK, pymf.SGD()), "pymf.fit optimises"),
+        (lambda: pymf.fit(pymf.BPMF(2), R, pymf.SGD(), init={"U": np.zeros((12, 2))}),
+         "init= is not supported when fitting a BPMF"),
+        (lambda: run(keep_samples="no"), "keep_samples must be True or False"),
+        (lambda: run(progress="no"), "progress must be True or False"),
+        (lambda: run(callback=5), "callback must be callable"),
+        (lambda: run(checkpoint=""), "non-empty file name"),
+        (lambda: run(checkpoint=tmp_path / "missing" / "ck"), "does not exist"),
+        (lambda: res.save(None), "non-empty file name"),
+        (lambda: pymf.load(res.save(str(tmp_path / "r.npz")), mmap="yes"), "mmap must be"),
+        (lambda: pymf.PolynomialDecay("a"), "PolynomialDecay: a must be"),
+        (lambda: R.split("a"), "test_fraction must be a number"),
+        (lambda: R.split(0.2, seed=-1), "seed must be a non-negative integer"),
+        (lambda: pymf.datasets.make_tweedie_nmf(5, 5, 2, seed=-1), "seed must be"),
+        (lambda: pymf.Ratings.from_scipy(V_OK), "takes a scipy.sparse matrix"),
+        (lambda: pymf.Ratings([0], [0], [1.0], shape=(True, True)), "two positive integers"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError, match=message):
+            call()
+    fit = pymf.fit(MODEL, V_OK, pymf.SGD(step_size=1e-3), n_epochs=1)
+    assert pymf.load(fit.save(str(tmp_path / "plain"))).W.shape == (12, 3)  # plain.npz
+    A, x, _ = pymf.datasets.make_linear_gaussian(50, 3, seed=0)
+    with pytest.raises(pymf.DivergenceError, match="diverged at iteration") as info:
+        pymf.sample(pymf.LinearGaussian(), (A, x), pymf.SGRLD(step_size=1e6), n_samples=50)
+    assert np.all(np.isfinite(info.value.result.mean)) or info.value.result.n_kept == 0

@@ -123,3 +123,18 @@ def test_a_shared_memory_checkpoint_resumes_under_mpi(data_file, tmp_path):
     again = pymf.sample(model, train, sampler, checkpoint=checkpoint, **settings)
     assert np.array_equal(again.test_mean, full.test_mean)
     assert np.array_equal(again.trace["iteration"], full.trace["iteration"])
+
+
+def test_a_bad_input_is_one_line_from_rank_0_and_status_2(data_file, tmp_path):
+    """Every rank reads the data and checks the settings: a bad input fails on all of them
+    alike, and rank 0 alone says why, in one line (no traceback per rank)."""
+    _, path = data_file
+    for args, message in ((["--data", str(tmp_path / "missing.npz")], "no such file"),
+                          (["--data", path, "--checkpoint", str(tmp_path / "no" / "ck.npz")],
+                           "does not exist")):
+        proc = run_server(3, [*args, *SETTINGS, "--out", str(tmp_path / "x.npz")], cwd=tmp_path,
+                          timeout=120)
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        lines = [line for line in proc.stderr.splitlines() if "pymf.mpi_bpmf: error" in line]
+        assert len(lines) == 1 and message in lines[0], proc.stderr[-2000:]
+        assert "Traceback" not in proc.stderr
