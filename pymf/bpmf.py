@@ -37,7 +37,7 @@ from pymf.data import Ratings, as_observed, entry_ids, real_array
 from pymf.errors import DivergenceError
 from pymf.interrupt import DeferredInterrupt, ForcedInterrupt
 from pymf.samplers import (AnnealedStep, ConstantStep, PolynomialDecay, _check_threads, check_flag,
-                           check_rank, check_real)
+                           check_rank, check_real, check_seed)
 
 
 # ----------------------------------------------------------------------------- model
@@ -223,8 +223,7 @@ class BPMFGibbs:
 
 
 def bpmf_seeds(seed, n_chains):
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    check_seed(seed)
     children = np.random.SeedSequence(int(seed)).spawn(3 + 2 * n_chains)
     permute_rng = np.random.default_rng(children[0])
     init_rng = np.random.default_rng(children[1])

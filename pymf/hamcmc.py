@@ -37,14 +37,8 @@ from pymf import _hamcmc
 from pymf.data import real_array
 from pymf.errors import DivergenceError
 from pymf.interrupt import DeferredInterrupt, ForcedInterrupt
-from pymf.samplers import SGLD, as_step_size, batch_count, check_batch_size, check_flag
-
-
-def _positive(value, name):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
-            or not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be positive and finite, got {value!r}")
-    return float(value)
+from pymf.samplers import (SGLD, as_step_size, batch_count, check_batch_size, check_flag,
+                           check_real, check_seed)
 
 
 class LinearGaussian:
@@ -52,8 +46,8 @@ class LinearGaussian:
     with A the N x D design matrix (row n is a_n) and x the N observations."""
 
     def __init__(self, noise_var=1.0, prior_var=1.0):
-        self.noise_var = _positive(noise_var, "noise_var")
-        self.prior_var = _positive(prior_var, "prior_var")
+        self.noise_var = check_real(noise_var, "noise_var", positive=True)
+        self.prior_var = check_real(prior_var, "prior_var", positive=True)
 
     def params(self):
         return {"model": "linear_gaussian", "noise_var": self.noise_var,
@@ -124,7 +118,7 @@ class HAMCMC(_StochasticGradientMCMC):
                 or not 2 <= memory <= 64:
             raise ValueError(f"memory must be an integer in [2, 64], got {memory!r}")
         self.memory = int(memory)
-        self.gamma = _positive(gamma, "gamma")
+        self.gamma = check_real(gamma, "gamma", positive=True)
         if isinstance(lam, bool) or not isinstance(lam, numbers.Real) \
                 or not (math.isfinite(lam) and lam >= 0):
             raise ValueError(f"lam must be >= 0 and finite, got {lam!r}")
@@ -151,7 +145,7 @@ class PreconditionedSGLD(_StochasticGradientMCMC):
                 or not 0.0 <= alpha < 1.0:
             raise ValueError(f"alpha must be in [0, 1), got {alpha!r}")
         self.alpha = float(alpha)
-        self.lam = _positive(lam, "lam")
+        self.lam = check_real(lam, "lam", positive=True)
 
     def chain_options(self):
         return {"alpha": self.alpha, "lam": self.lam}
@@ -296,8 +290,7 @@ def sample_linear(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, ini
     keep_samples = check_flag(keep_samples, "keep_samples")
     if callback is not None and not callable(callback):
         raise ValueError(f"callback must be callable, got {callback!r}")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    seed = check_seed(seed)
     noise_child, init_child = np.random.SeedSequence(int(seed)).spawn(2)
     noise_seed = int(noise_child.generate_state(1, np.uint64)[0])
     theta0 = _check_init(init, model, D, np.random.default_rng(init_child))

@@ -8,7 +8,6 @@ prior="gaussian":    w_ik ~ N(0, 1/lam_w), h_kj ~ N(0, 1/lam_h), real-valued; th
                      likelihood defined for any real mu, i.e. beta = 2 (Gaussian).
 """
 import math
-import numbers
 
 import numpy as np
 

@@ -5,7 +5,6 @@ objective), on the same block grid and parts as PSGLD, and are the speed and acc
 baselines of the samplers. fit() returns a FitResult with W, H and a trace.
 """
 import numbers
-import os
 import time
 
 import numpy as np

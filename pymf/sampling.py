@@ -24,14 +24,13 @@ from pymf.data import Ratings, as_observed, real_array
 from pymf.errors import DivergenceError
 from pymf.interrupt import DeferredInterrupt, ForcedInterrupt
 from pymf.result import SampleResult, npz_path, open_checkpoint
-from pymf.samplers import check_flag
+from pymf.samplers import check_flag, check_seed
 
 _CHUNK_SECONDS = 0.2  # how long one C call may run: bounds the delay of Ctrl-C
 
 
 def run_seeds(seed):
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    check_seed(seed)
     children = np.random.SeedSequence(int(seed)).spawn(4)
     noise = int(children[0].generate_state(1, np.uint64)[0])
     schedule = int(children[1].generate_state(1, np.uint64)[0])
