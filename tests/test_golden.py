@@ -1,0 +1,88 @@
+"""Golden results: every sampler's chains, recorded bit for bit before the engine refactor.
+
+Each case of tests/golden_cases.py runs a small problem through the public API with a fixed
+seed (NMF: PSGLD dense / sparse / random parts with permutation, LD, SGLD, Gaussian and
+compound-Poisson likelihoods, Gibbs, SGD and DSGD; BPMF: DSGLD square / hybrid / column
+splits, SGLD, BPMF Gibbs with Wishart and Gamma hyperpriors, SGD and DSGD; HAMCMC, pSGLD,
+SGRLD and SGLD on the linear-Gaussian model; resumed runs; PSGLD and DSGLD under MPI) and
+returns sha256 digests of its outputs. tests/golden_results.json holds the digests that the
+code gave when they were recorded (its "meta" names the commit). This test reruns every case
+and compares, key by key:
+
+* "chain:" keys (kept samples, final states, fitted factors, sample iterations) must NEVER
+  change. The chains are a pure function of (seed, data, settings), the same for any thread
+  count, after a resume and under MPI; a refactor that moves one bit of them changed the
+  sampler. Cases that must reproduce another case's recording (another thread or worker
+  count, a run stopped by Ctrl-C and resumed from its checkpoint, the MPI programs) are
+  listed in golden_cases.SAME_AS and compared with that recording.
+* "summary:" keys (posterior means, Welford predictions, predict(), traces without their
+  "time" keys) are derived from the chains by running sums; a change of summation order
+  may legitimately move their last bit. They may change only in a commit that says why,
+  after checking that the chain: keys did not change. Re-record with
+
+      .venv/bin/python tests/golden_cases.py --write CASE [CASE ...]
+
+  (or --write alone for every case; it refuses to write if a SAME_AS case disagrees) and
+  commit tests/golden_results.json with that explanation.
+* "diag:" values (sums of the first and last samples, last trace values, a digest of the
+  input data) are never compared: a failure shows them, recorded against now, to tell a
+  changed chain (different sums) from a changed data generator (different diag:data) or a
+  last-bit change (equal sums).
+
+MPI cases are skipped, naming the reason, where mpi4py or an MPI library is not usable.
+"""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import golden_cases  # noqa: E402
+from pymf import mpi  # noqa: E402
+
+MPI_STATE = mpi.available()
+RECORDED = golden_cases.load_results()
+
+
+def _failure_message(name, target, got, expected, differing):
+    lines = [f"golden case {name!r} (recorded as {target!r}) differs from its recording:"]
+    for key in differing:
+        kind = ("a CHAIN digest: the sampler's output moved; this must never change"
+                if key.startswith("chain:") else
+                "a summary digest: may change only in a commit that says why (re-record with "
+                f"python tests/golden_cases.py --write {target})")
+        lines.append(f"  {key}: {kind}")
+        lines.append(f"      recorded {expected.get(key)}")
+        lines.append(f"      now      {got.get(key)}")
+    diag = sorted(k for k in set(got) | set(expected) if k.startswith("diag:"))
+    if diag:
+        lines.append("  diagnostics (recorded -> now):")
+        for key in diag:
+            lines.append(f"      {key}: {expected.get(key)!r} -> {got.get(key)!r}")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("name", list(golden_cases.CASES))
+def test_golden(name):
+    if name in golden_cases.MPI_CASES:
+        if MPI_STATE is not True:
+            pytest.skip(f"MPI is not usable: {MPI_STATE}")
+        if golden_cases.mpiexec_path() is None:
+            pytest.skip("MPI is not usable: no mpiexec beside python or on PATH")
+    target = golden_cases.recorded_name(name)
+    assert target in RECORDED, (f"golden case {target!r} is not recorded: run "
+                                f"python tests/golden_cases.py --write {target}")
+    expected = RECORDED[target]
+    got = golden_cases.CASES[name]()
+    differing = golden_cases.compare(name, got, expected)
+    assert not differing, _failure_message(name, target, got, expected, differing)
+
+
+def test_recordings_and_cases_agree():
+    """Every case that is not a SAME_AS is recorded, every recording belongs to a case, and
+    every case compares at least one chain digest."""
+    recorded_cases = {n for n in golden_cases.CASES if n not in golden_cases.SAME_AS}
+    assert recorded_cases == set(RECORDED)
+    assert set(golden_cases.SAME_AS.values()) <= recorded_cases
+    for name, digests in RECORDED.items():
+        assert any(key.startswith("chain:") for key in digests), name
