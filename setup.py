@@ -123,7 +123,7 @@ class build_py_with_headers(build_py):
 
 setup(
     cmdclass={"build_py": build_py_with_headers},
-    packages=["pymf", "pymf.cuda"],
+    packages=["pymf", "pymf.engine", "pymf.nmf", "pymf.bpmf", "pymf.hamcmc", "pymf.cuda"],
     package_dir={"pymf": "pymf", "pymf.cuda": "cuda"},
     package_data={"pymf.cuda": ["*.cu", "*.cuh", "include/pymf/*.h"], "pymf": ["*.pxd"]},
     libraries=[core_library],

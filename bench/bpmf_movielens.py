@@ -48,7 +48,7 @@ TARGET_RMSE = 0.890
 
 def methods(threads):
     step = lambda eps0: pymf.AnnealedStep(eps0, kappa=1000)  # noqa: E731
-    common = dict(batch_size=1000, round_length=10, hyper_every=10, workers=threads)
+    common = dict(batch_size=1000, round_length=10, hyper_every=10, n_threads=threads)
     return {
         "DSGLD-S (2x2)": ("sample", lambda: pymf.DSGLD(split="square", blocks=2,
                                                          step_size=step(1e-3), **common)),
@@ -60,9 +60,9 @@ def methods(threads):
                                         batch_size=1000, n_threads=threads)),
         "DSGD (2x2)": ("fit", lambda: pymf.DSGD(blocks=2, step_size=pymf.AnnealedStep(1e-3, 1000),
                                                 n_threads=threads)),
-        "BPMF Gibbs": ("gibbs", lambda: pymf.BPMFGibbs(workers=threads)),
+        "BPMF Gibbs": ("gibbs", lambda: pymf.BPMFGibbs(n_threads=threads)),
         # the exact sampler of the model DSGLD samples (diagonal precisions): a reference
-        "Gibbs (DSGLD's model)": ("gibbs", lambda: pymf.BPMFGibbs("gamma", workers=threads)),
+        "Gibbs (DSGLD's model)": ("gibbs", lambda: pymf.BPMFGibbs("gamma", n_threads=threads)),
     }
 
 
@@ -72,7 +72,7 @@ def first_time_below(times, rmse, level):
 
 
 def run_one(kind, make, model, train, test, seed, budget, gibbs_sweeps, map_precision):
-    stop = lambda t, trace: trace["time"][-1] >= budget  # noqa: E731
+    stop = lambda info: info["time"] >= budget  # noqa: E731
     started = time.perf_counter()
     if kind == "fit":
         # MAP needs a stronger fixed prior than the samplers' starting precisions
@@ -121,7 +121,7 @@ def mpi_round_cost(args, D, threads):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "r.npz")
             proc = subprocess.run([mpiexec, "-n", str(n_ranks), "--bind-to", "none", sys.executable,
-                                   "-m", "pymf.mpi_bpmf", *common, "--out", out], env=env,
+                                   "-m", "pymf.bpmf.mpi", *common, "--out", out], env=env,
                                   capture_output=True, text=True, cwd=tmp, timeout=600)
             if proc.returncode != 0:
                 return {"failed": proc.stderr[-500:]}
@@ -129,7 +129,7 @@ def mpi_round_cost(args, D, threads):
     ratings = pymf.datasets.load_movielens(args.data)
     train, test = ratings.split(0.2, seed=args.split_seed)
     sampler = pymf.DSGLD(split="square", blocks=2, batch_size=1000, round_length=10,
-                         step_size=pymf.AnnealedStep(1e-3, 1000), workers=threads)
+                         step_size=pymf.AnnealedStep(1e-3, 1000), n_threads=threads)
     res = pymf.sample(pymf.BPMF(D, tau=args.tau), train, sampler, n_samples=rounds, thin=rounds,
                       seed=0, test=test, keep_samples=False)
     L, M = ratings.shape

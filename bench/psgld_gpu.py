@@ -82,7 +82,7 @@ def main():
     cpu_seconds, cpu_loglik = timed("cpu")
     rows.append({"backend": "cpu", "strategy": f"OpenMP x{THREADS}", "dtype": "float64",
                  "seconds_per_10K": cpu_seconds * 1e4 / T, "loglik": cpu_loglik})
-    state = gpu.available()
+    state = True if gpu.is_available() else gpu.why_unavailable()
     for dtype in (np.float64, np.float32):
         size = np.dtype(dtype).itemsize
         for strategy in ("ring", "launches"):

@@ -3,24 +3,27 @@
 Posterior sampling for matrix factorisation with Langevin samplers (LD, SGLD and parallel
 SGLD, on CPU threads, a GPU or MPI), Bayesian PMF by distributed SGLD, and HAMCMC
 (stochastic quasi-Newton Langevin) on its linear-Gaussian model, over a C core with Cython
-bindings. See README.md and DESIGN.md.
+bindings.
+
+One engine (pymf.engine) runs every family (pymf.nmf, pymf.bpmf, pymf.hamcmc): the families
+register their (model, sampler) pairs and result kinds when imported here, and pymf.sample,
+pymf.fit and pymf.load look them up. See README.md and docs/architecture.md.
 """
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-from pymf import datasets
-from pymf.bpmf import BPMF, DSGLD, BPMFGibbs, BPMFResult
+from pymf import bpmf, datasets, hamcmc, nmf  # noqa: F401  (each family registers itself)
+from pymf.bpmf import BPMF, DSGLD, BPMFFit, BPMFGibbs, BPMFResult
 from pymf.data import Ratings
+from pymf.engine.api import fit, sample
+from pymf.engine.result import Result, load
+from pymf.engine.steps import AnnealedStep, ConstantStep, PolynomialDecay
 from pymf.errors import DivergenceError
-from pymf.gibbs import Gibbs
 from pymf.hamcmc import HAMCMC, SGRLD, LinearGaussian, LinearResult, PreconditionedSGLD
-from pymf.models import TweedieNMF
-from pymf.optim import DSGD, SGD, FitResult, fit
-from pymf.result import SampleResult, load
-from pymf.samplers import LD, PSGLD, SGLD, AnnealedStep, ConstantStep, PolynomialDecay
-from pymf.sampling import sample
+from pymf.langevin import DSGD, LD, SGD, SGLD
+from pymf.nmf import PSGLD, FitResult, Gibbs, SampleResult, TweedieNMF
 
-__all__ = ["datasets", "Ratings", "DivergenceError", "TweedieNMF", "SampleResult", "load", "LD",
-           "SGLD", "PSGLD", "ConstantStep", "PolynomialDecay", "sample", "SGD", "DSGD", "fit",
-           "FitResult", "Gibbs", "BPMF", "DSGLD", "AnnealedStep", "BPMFGibbs", "BPMFResult",
-           "LinearGaussian", "LinearResult", "HAMCMC", "PreconditionedSGLD", "SGRLD",
-           "__version__"]
+__all__ = ["datasets", "Ratings", "DivergenceError", "TweedieNMF", "SampleResult", "Result",
+           "load", "LD", "SGLD", "PSGLD", "ConstantStep", "PolynomialDecay", "sample", "SGD",
+           "DSGD", "fit", "FitResult", "Gibbs", "BPMF", "DSGLD", "AnnealedStep", "BPMFGibbs",
+           "BPMFResult", "BPMFFit", "LinearGaussian", "LinearResult", "HAMCMC",
+           "PreconditionedSGLD", "SGRLD", "__version__"]

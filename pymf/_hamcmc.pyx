@@ -17,7 +17,7 @@ from pymf._core cimport (PYMF_SGMCMC_HAMCMC, PYMF_SGMCMC_PSGLD, PYMF_SGMCMC_SGLD
                          pymf_sgmcmc_start, pymf_sgmcmc_state)
 from pymf._status cimport check
 
-_KINDS = {"sgld": PYMF_SGMCMC_SGLD, "psgld": PYMF_SGMCMC_PSGLD, "sgrld": PYMF_SGMCMC_SGRLD,
+_KINDS = {"sgld": PYMF_SGMCMC_SGLD, "precond_sgld": PYMF_SGMCMC_PSGLD, "sgrld": PYMF_SGMCMC_SGRLD,
           "hamcmc": PYMF_SGMCMC_HAMCMC}
 
 

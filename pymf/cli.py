@@ -178,7 +178,7 @@ def cmd_fit(args):
 
 
 def bpmf_arguments(parser):
-    """The options of a BPMF run, shared by `pymf bpmf` and `python -m pymf.mpi_bpmf`."""
+    """The options of a BPMF run, shared by `pymf bpmf` and `python -m pymf.bpmf.mpi`."""
     parser.add_argument("--data", required=True,
                         help="MovieLens file, .npy matrix, or .npz with V or with ratings "
                              "(rows, cols, values, shape)")
@@ -222,7 +222,7 @@ def bpmf_run_from_args(args, ratings):
         raise ValueError(f"--blocks must be an integer (or P,Q for --split hybrid), got "
                          f"{args.blocks!r}") from None
     sampler = pymf.DSGLD(chains=args.chains, split=args.split, blocks=blocks,
-                         workers=getattr(args, "threads", None), batch_size=args.batch_size,
+                         n_threads=getattr(args, "threads", None), batch_size=args.batch_size,
                          round_length=args.round_length,
                          step_size=pymf.AnnealedStep(args.eps0, args.kappa),
                          hyper_every=args.hyper_every)
@@ -238,7 +238,7 @@ def cmd_bpmf(args):
         args.blocks, args.split, args.chains = "1", "square", 1
     ratings, test, model, sampler = bpmf_run_from_args(args, ratings)
     if args.sampler == "gibbs":
-        sampler = pymf.BPMFGibbs(hyperprior=args.hyperprior, workers=args.threads)
+        sampler = pymf.BPMFGibbs(hyperprior=args.hyperprior, n_threads=args.threads)
     os.makedirs(args.out, exist_ok=True)
     checkpoint = os.path.join(args.out, "checkpoint.npz") if args.checkpoint else None
     started = time.perf_counter()
@@ -274,8 +274,8 @@ def info():
     """Build and environment facts, as a dict."""
     import pymf
     from pymf import _core_info, gpu, mpi
-    gpu_state = gpu.available()
-    mpi_state = mpi.available()
+    gpu_reason = gpu.why_unavailable()
+    mpi_reason = mpi.why_unavailable()
     return {
         "pymf": pymf.__version__,
         "python": platform.python_version(),
@@ -285,11 +285,11 @@ def info():
         "openmp": bool(_core_info.openmp_enabled()),
         "openmp_threads": _core_info.default_threads(),
         "gsl": _core_info.gsl_version(),
-        "cuda": f"usable through {gpu.loader()}" if gpu_state is True else f"unusable: {gpu_state}",
+        "cuda": f"usable through {gpu.loader()}" if gpu_reason is None else f"unusable: {gpu_reason}",
         "cuda_kernels": ("prebuilt fatbin (sm_80, sm_90, PTX for later GPUs), used where the "
                          "driver loads it, else compiled at first use" if gpu.prebuilt_fatbin()
                          else "compiled from cuda/psgld.cu at first use (needs nvcc)"),
-        "mpi": f"usable: {mpi.library_version()}" if mpi_state is True else f"unusable: {mpi_state}",
+        "mpi": f"usable: {mpi.library_version()}" if mpi_reason is None else f"unusable: {mpi_reason}",
         "mpi_hint": "mpi4py uses the MPI it was built against; for a cluster's own MPI: "
                     "pip install --no-binary mpi4py mpi4py (with that MPI's mpicc on PATH)",
     }

@@ -89,8 +89,8 @@ class Ratings:
         if isinstance(test_fraction, bool) or not isinstance(test_fraction, numbers.Real) \
                 or not 0.0 < test_fraction < 1.0:
             raise ValueError(f"test_fraction must be a number in (0, 1), got {test_fraction!r}")
-        from pymf.samplers import check_seed
-        rng = np.random.default_rng(check_seed(seed))
+        from pymf.engine.seeds import check_seed, seed_sequence
+        rng = np.random.default_rng(seed_sequence(check_seed(seed)))
         is_test = rng.random(self.nnz) < test_fraction
         train = Ratings(self.rows[~is_test], self.cols[~is_test], self.values[~is_test], self.shape)
         test = Ratings(self.rows[is_test], self.cols[is_test], self.values[is_test], self.shape)

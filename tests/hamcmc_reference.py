@@ -95,7 +95,7 @@ def preconditioned(A, x, noise_var, prior_var, theta0, eps, seed, batch, kind, a
         grad = grad_potential(A, x, noise_var, prior_var, theta, idx)
         if kind == "sgld":
             theta = theta - e * grad + np.sqrt(2 * e) * z
-        elif kind == "psgld":
+        elif kind == "precond_sgld":
             a = A[idx]
             g = (a * ((x[idx] - a @ theta) / noise_var)[:, None]).mean(axis=0)
             V = (alpha if t > 1 else 0.0) * V + (1 - (alpha if t > 1 else 0.0)) * g * g

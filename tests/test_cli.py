@@ -99,7 +99,7 @@ def test_sigint_keeps_samples_and_checkpoint(tmp_path):
     result = pymf.load(str(out_dir))
     assert result.n_kept == summary["kept_samples"] and np.all(np.isfinite(result.W_samples))
     with np.load(out_dir / "checkpoint.npz") as ck:
-        assert int(ck["t"]) == summary["iterations"]
+        assert int(ck["kernel_t"]) == summary["iterations"]
 
 
 def test_command_line_errors_are_one_line_not_tracebacks(tmp_path, capsys):

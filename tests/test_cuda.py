@@ -525,7 +525,7 @@ def test_ring_kernel_without_a_resident_block_raises_and_keeps_the_state(shim):
 def shim_as_gpu(shim, monkeypatch):
     """pymf.gpu reaching the host shim as if it were a GPU: pymf.sample(backend="cuda") then
     runs its whole pipeline (CudaPSGLDChain, kept samples, traces) on the CPU."""
-    monkeypatch.setattr(gpu, "available", lambda: True)
+    monkeypatch.setattr(gpu, "is_available", lambda: True)
     monkeypatch.setattr(gpu, "open_device", lambda: HostShimDevice(shim))
     monkeypatch.setattr(gpu, "loader", lambda: "host-shim")
 
@@ -601,16 +601,15 @@ def test_auto_strategy_goes_on_with_launches_when_the_ring_stalls(shim):
 
 
 def test_cuda_backend_is_registered_and_refuses_without_gpu():
-    reason = gpu.available()
-    if reason is True:
+    if gpu.is_available():
         pytest.skip("a usable GPU is present")
-    assert isinstance(reason, str) and reason
+    reason = gpu.why_unavailable()
+    assert gpu.is_available() is False and isinstance(reason, str) and reason
     with pytest.raises(RuntimeError, match="GPU path is unusable"):
         pymf.sample(pymf.TweedieNMF(2), np.ones((6, 6)), pymf.PSGLD(blocks=2, backend="cuda"), n_samples=2)
 
 
-GPU_STATE = gpu.available()
-needs_gpu = pytest.mark.skipif(GPU_STATE is not True, reason=f"no usable GPU: {GPU_STATE}")
+needs_gpu = pytest.mark.skipif(not gpu.is_available(), reason=f"no usable GPU: {gpu.why_unavailable()}")
 
 
 @needs_gpu

@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import golden_cases  # noqa: E402
 from pymf import mpi  # noqa: E402
 
-MPI_STATE = mpi.available()
+MPI_STATE = True if mpi.is_available() else mpi.why_unavailable()
 RECORDED = golden_cases.load_results()
 
 

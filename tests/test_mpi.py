@@ -17,7 +17,7 @@ import pymf
 from pymf import mpi
 
 MOVIELENS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "ml-100k.data")
-MPI_STATE = mpi.available()
+MPI_STATE = True if mpi.is_available() else mpi.why_unavailable()
 pytestmark = pytest.mark.skipif(MPI_STATE is not True, reason=f"MPI is not usable: {MPI_STATE}")
 
 

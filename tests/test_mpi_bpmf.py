@@ -13,7 +13,7 @@ import pytest
 import pymf
 from pymf import mpi
 
-MPI_STATE = mpi.available()
+MPI_STATE = True if mpi.is_available() else mpi.why_unavailable()
 pytestmark = pytest.mark.skipif(MPI_STATE is not True, reason=f"MPI is not usable: {MPI_STATE}")
 sys.path.insert(0, os.path.dirname(__file__))
 from test_mpi import mpi_env, mpiexec_path  # noqa: E402
@@ -36,7 +36,7 @@ def data_file(tmp_path_factory):
 
 
 def run_server(n_ranks, args, cwd, timeout=240):
-    command = [mpiexec_path(), "-n", str(n_ranks), sys.executable, "-m", "pymf.mpi_bpmf", *args]
+    command = [mpiexec_path(), "-n", str(n_ranks), sys.executable, "-m", "pymf.bpmf.mpi", *args]
     return subprocess.run(command, cwd=cwd, env=mpi_env(), capture_output=True, text=True,
                           timeout=timeout)
 
@@ -105,7 +105,7 @@ def test_a_shared_memory_checkpoint_resumes_under_mpi(data_file, tmp_path):
     full = pymf.sample(model, train, sampler, **settings)
     checkpoint = tmp_path / "bpmf.npz"
     partial = pymf.sample(model, train, sampler, checkpoint=checkpoint, checkpoint_every=7,
-                          callback=lambda t, trace: t >= 20, **settings)
+                          callback=lambda info: info["iteration"] >= 20, **settings)
     assert partial.trace["iteration"][-1] == 20
     out = tmp_path / "mpi.npz"
     proc = run_server(3, ["--data", path, "--split", "square", "--blocks", "2", *SETTINGS,
@@ -135,6 +135,6 @@ def test_a_bad_input_is_one_line_from_rank_0_and_status_2(data_file, tmp_path):
         proc = run_server(3, [*args, *SETTINGS, "--out", str(tmp_path / "x.npz")], cwd=tmp_path,
                           timeout=120)
         assert proc.returncode == 2, proc.stderr[-2000:]
-        lines = [line for line in proc.stderr.splitlines() if "pymf.mpi_bpmf: error" in line]
+        lines = [line for line in proc.stderr.splitlines() if "pymf.bpmf.mpi: error" in line]
         assert len(lines) == 1 and message in lines[0], proc.stderr[-2000:]
         assert "Traceback" not in proc.stderr

@@ -65,9 +65,10 @@ def test_divergence_and_bad_settings():
     with pytest.raises(pymf.DivergenceError, match="diverged at iteration") as info:
         pymf.fit(model, V, pymf.DSGD(blocks=2, step_size=50.0), n_epochs=50)
     assert np.all(np.isfinite(info.value.W))
+    assert isinstance(info.value.result, pymf.FitResult) and info.value.result.interrupted
     with pytest.raises(ValueError, match="blocks=30 is larger"):
         pymf.fit(model, V, pymf.DSGD(blocks=30), n_epochs=1)
-    with pytest.raises(ValueError, match="optimizer"):
+    with pytest.raises(TypeError, match="optimizer PSGLD cannot fit a TweedieNMF model"):
         pymf.fit(model, V, pymf.PSGLD(blocks=2), n_epochs=1)
-    with pytest.raises(ValueError, match="pymf.fit"):
+    with pytest.raises(TypeError, match="sampler DSGD cannot sample a TweedieNMF model"):
         pymf.sample(model, V, pymf.DSGD(blocks=2), n_samples=1)

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from pymf.data import observed_values
-from pymf.samplers import check_rank, check_real
+from pymf.engine.checks import check_rank, check_real
 
 PRIORS = ("exponential", "gaussian")
 

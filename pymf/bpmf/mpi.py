@@ -1,6 +1,6 @@
 """DSGLD for BPMF over MPI: a parameter server and workers (DSGLD paper, Algorithms 2-3).
 
-    mpiexec -n W+1 python -m pymf.mpi_bpmf --data PATH --rank 10 --split square --blocks 2 \\
+    mpiexec -n W+1 python -m pymf.bpmf.mpi --data PATH --rank 10 --split square --blocks 2 \\
         --samples 500 --burnin 100 --thin 5 --out result.npz
 
 Rank 0 is the parameter server: it holds U, V, a, b and the precisions of every chain,
@@ -30,8 +30,11 @@ import sys
 import numpy as np
 
 from pymf import _bpmf
-from pymf.bpmf import (_CHAIN_ARRAYS, DSGLD, Layout, _initial_params, _rmse, bpmf_seeds,
-                       sample_bpmf)
+from pymf.bpmf.kernel import _CHAIN_ARRAYS, ChainsKernel, _rmse
+from pymf.bpmf.layout import Layout, _initial_params, bpmf_seeds
+from pymf.bpmf.samplers import DSGLD
+from pymf.bpmf.sampling import sample_bpmf
+from pymf.engine.seeds import resolve_seed
 from pymf.errors import DivergenceError
 
 _TAG_TASK, _TAG_RESULT = 11, 12
@@ -73,8 +76,11 @@ class _Setup:
         return (u1 - u0) * (self.D + 1) + (i1 - i0) * (self.D + 1) + 2 * self.D + 2 + 1
 
 
-class _ServerChains:
-    """The parameter server's chains, with the face pymf.bpmf.sample_bpmf drives."""
+class _ServerChains(ChainsKernel):
+    """The parameter server's chains: the engine's kernel, with the face of the
+    shared-memory chains (pymf.bpmf.kernel)."""
+
+    unit = "round"
 
     def __init__(self, comm, setup, ratings):
         self.comm, self.setup = comm, setup
@@ -86,7 +92,7 @@ class _ServerChains:
                                                               setup.init_rng))
                        for _ in range(self.n_chains)]
         self.nnz = ratings.nnz
-        self.round = 0
+        self.t = 0
         self.is_gibbs = False
 
     def _pack(self, p, block, out):
@@ -111,7 +117,7 @@ class _ServerChains:
         from mpi4py import MPI
         sampler = self.sampler
         for eps in steps:
-            round_ = self.round + 1
+            round_ = self.t + 1
             self.comm.bcast(("round", float(eps), round_), root=0)
             tasks = _schedule(self.layout.c, self.n_chains, self.n_workers, round_)
             sends, recvs, requests = [], [], []
@@ -140,7 +146,7 @@ class _ServerChains:
                     _bpmf.hyper_step(self.layout.c, self.setup.c_model, self.params[c],
                                      self.setup.h_user, self.setup.h_item,
                                      int(self.setup.hyper_seeds[c]), round_)
-            self.round = round_
+            self.t = round_
 
     def set_initial(self, init):
         """Every chain from init (pymf.bpmf.check_init's dict, original order)."""
@@ -153,7 +159,7 @@ class _ServerChains:
         """As pymf.bpmf._Chains.checkpoint_state: a checkpoint of the server resumes in
         shared memory and the other way round."""
         state = {key: np.stack([getattr(p, key) for p in self.params]) for key in _CHAIN_ARRAYS}
-        state["counter"] = np.array(self.round)
+        state["counter"] = np.array(self.t)
         return state
 
     def restore_state(self, state):
@@ -164,7 +170,7 @@ class _ServerChains:
                     raise ValueError(f"the checkpoint's {key} has shape {value.shape}, this run's "
                                      f"{getattr(p, key).shape}")
                 getattr(p, key)[...] = value
-        self.round = int(state["counter"])
+        self.t = int(state["counter"])
 
     def predict(self, chain, users_grid, items_grid):
         return _bpmf.predict(self.setup.c_model, self.params[chain], users_grid, items_grid)
@@ -225,7 +231,7 @@ def _worker_loop(comm, setup):
             comm.Send(buf, dest=0, tag=_TAG_RESULT)
 
 
-def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=None,
+def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, test=None,
            trace_every=None, keep_samples=True, burnin_rmse=None, init=None, checkpoint=None,
            checkpoint_every=None, comm=None):
     """Call on every rank of an MPI job with >= 2 ranks. Returns the BPMFResult on rank 0
@@ -241,8 +247,10 @@ def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=None,
         raise ValueError("the DSGLD parameter server needs at least 2 MPI ranks (a server and "
                          "one worker); for one process use pymf.sample")
     if not isinstance(sampler, DSGLD):
-        raise ValueError(f"pymf.mpi_bpmf runs pymf.DSGLD, got {sampler!r}")
+        raise TypeError(f"pymf.bpmf.mpi runs pymf.DSGLD, got {sampler!r}")
     ratings = model.check_data(data)
+    # seed=None draws fresh entropy once, on the server: every rank must use the same seed
+    seed = comm.bcast(resolve_seed(seed) if comm.Get_rank() == 0 else None, root=0)
     setup = _Setup(model, ratings, sampler, seed)
     if comm.Get_rank() != 0:
         _worker_loop(comm, setup)
@@ -252,7 +260,7 @@ def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=0, test=None,
         return sample_bpmf(model, ratings, sampler, n_samples, burnin=burnin, thin=thin, seed=seed,
                            test=test, trace_every=trace_every, keep_samples=keep_samples,
                            burnin_rmse=burnin_rmse, init=init, checkpoint=checkpoint,
-                           checkpoint_every=checkpoint_every, _chains=chains)
+                           checkpoint_every=checkpoint_every, _kernel=chains)
     finally:
         chains.stop()
 
@@ -268,7 +276,7 @@ def load_ratings(path):
 
 def _parser():
     from pymf.cli import bpmf_arguments
-    p = argparse.ArgumentParser(prog="python -m pymf.mpi_bpmf", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m pymf.bpmf.mpi", description=__doc__.split("\n")[0])
     bpmf_arguments(p)
     p.add_argument("--out", required=True, help="result .npz (written by rank 0)")
     p.add_argument("--checkpoint", default=None,
@@ -287,7 +295,7 @@ def main(argv=None):
             IsADirectoryError, PermissionError) as exc:
         from mpi4py import MPI
         if MPI.COMM_WORLD.Get_rank() == 0:
-            print(f"pymf.mpi_bpmf: error: {exc}", file=sys.stderr)
+            print(f"pymf.bpmf.mpi: error: {exc}", file=sys.stderr)
         return 2
 
 

@@ -1,0 +1,202 @@
+"""The BPMF family's kernels: DSGLD chains and the BPMF Gibbs chain (pymf._bpmf) seen by
+the engine's run loop."""
+import math
+
+import numpy as np
+
+from pymf import _bpmf
+from pymf.bpmf.layout import Layout, _initial_params, bpmf_seeds
+from pymf.bpmf.samplers import DSGLD
+from pymf.engine.kernel import Kernel
+
+
+def _sum_sq(x):
+    """Sum of squares without BLAS: on a small machine OpenBLAS's thread pool spinning next
+    to the OpenMP threads of the samplers made every evaluation ~10x slower."""
+    x = np.ravel(x)
+    return float(np.einsum("i,i->", x, x))
+
+
+def _rmse(sq_error, n):
+    return math.sqrt(sq_error / n) if n else float("nan")
+
+
+_CHAIN_ARRAYS = ("U", "V", "a", "b", "lambdas")  # a DSGLD chain's state (with the round)
+
+
+class ChainsKernel(Kernel):
+    """The engine's kernel protocol on top of a BPMF chains face (n_chains, layout, t,
+    run, predict, train_rmse, state, checkpoint_state, restore_state), which the
+    shared-memory chains below and the MPI parameter server (pymf.bpmf.mpi) both have.
+
+    A draw holds U, V, a, b of every chain in the original user/item order; the per-draw
+    statistics are every chain's training RMSE, the norms of U and V and the precisions'
+    means; the trace holds the chains' mean training RMSE and the test RMSE of the running
+    mean prediction (NaN before the first kept draw: a single sample's is never reported).
+    """
+    test = None
+
+    @property
+    def counter(self):
+        return self.t
+
+    def attach_test(self, test):
+        self.test = test
+        self.test_users, self.test_items = self.layout.users_items(test.rows, test.cols)
+
+    def draw_shapes(self):
+        (L, M), D, C = self.layout.shape, self.model.rank, self.n_chains
+        return {"U": (C, L, D), "V": (C, M, D), "a": (C, L), "b": (C, M)}
+
+    def draw(self):
+        states = [self.state(c)[:4] for c in range(self.n_chains)]
+        return {key: np.stack([st[k] for st in states]) for k, key in enumerate("UVab")}
+
+    def draw_stats(self):
+        rows = []
+        for c in range(self.n_chains):
+            U, V, a, b, lam = self.state(c)
+            rows.append({"train_rmse": self.train_rmse(c), "norm_U": math.sqrt(_sum_sq(U)),
+                         "norm_V": math.sqrt(_sum_sq(V)), **lam})
+        return {key: np.array([row[key] for row in rows], dtype=np.float64) for key in rows[0]}
+
+    def test_predictions(self):
+        if self.test is None:
+            return None
+        return np.stack([self.predict(c, self.test_users, self.test_items)
+                         for c in range(self.n_chains)])
+
+    def trace_point(self, run):
+        test_mean = run.test_mean()
+        train = float(np.mean([self.train_rmse(c) for c in range(self.n_chains)]))
+        test = float("nan")
+        if test_mean is not None:
+            test = _rmse(_sum_sq(test_mean - self.test.values), self.test.nnz)
+        return {"train_rmse": train, "test_rmse": test}
+
+    def snapshot(self):
+        return self.checkpoint_state()
+
+    def restore(self, arrays):
+        self.restore_state(arrays)
+
+
+class BPMFKernel(ChainsKernel):
+    """DSGLD chains or the Gibbs chain in shared memory (OpenMP)."""
+
+    def __init__(self, model, ratings, sampler, seed, mean_rating, n_threads, add_noise=True):
+        """add_noise=False: the same minibatch steps without noise (pymf.fit's (D)SGD)."""
+        self.model, self.sampler = model, sampler
+        self.unit = "round" if isinstance(sampler, DSGLD) else "sweep"
+        self.n_chains = sampler.n_chains
+        permute_rng, init_rng, gibbs_seeds, noise_seeds, hyper_seeds = bpmf_seeds(seed, self.n_chains)
+        self.c_model = model.c_model(mean_rating)
+        self.nnz = ratings.nnz
+        if isinstance(sampler, DSGLD):
+            self.layout = Layout(ratings, sampler.grid, sampler.permute, permute_rng)
+            self.c = _bpmf.DSGLDChains(self.layout.c, self.c_model, self.n_chains,
+                                       sampler.batch_size, sampler.round_length,
+                                       sampler.hyper_every, add_noise, noise_seeds, hyper_seeds,
+                                       n_threads, sampler.noise_correction)
+            for c in range(self.n_chains):
+                self.c.set_state(c, *_initial_params(model, ratings.shape, init_rng), 0)
+            self.t = 0
+        else:
+            self.layout = Layout(ratings, (1, 1), False, permute_rng)
+            L, M = ratings.shape
+            by_user = np.lexsort((ratings.cols, ratings.rows))
+            by_item = np.lexsort((ratings.rows, ratings.cols))
+            user_ptr = np.zeros(L + 1, dtype=np.int64)
+            np.cumsum(np.bincount(ratings.rows, minlength=L), out=user_ptr[1:])
+            item_ptr = np.zeros(M + 1, dtype=np.int64)
+            np.cumsum(np.bincount(ratings.cols, minlength=M), out=item_ptr[1:])
+            self.c = _bpmf.BPMFGibbsChain(
+                self.c_model, L, M, user_ptr, ratings.cols[by_user], ratings.values[by_user],
+                item_ptr, ratings.rows[by_item], ratings.values[by_item], sampler.hyperprior,
+                sampler.nw_beta0, sampler.nw_nu0, sampler.nw_w0, int(gibbs_seeds[0]),
+                int(gibbs_seeds[1]), n_threads)
+            U, V, a, b, lambdas = _initial_params(model, ratings.shape, init_rng)
+            hyper = np.zeros(self.c.hyper_size)
+            D = model.rank
+            if sampler.hyperprior == "wishart":
+                hyper[D:D + D * D] = np.eye(D).ravel() * model.init_precision
+                hyper[2 * D + D * D:2 * D + 2 * D * D] = np.eye(D).ravel() * model.init_precision
+                hyper[-2:] = model.init_precision
+            else:
+                hyper[:] = lambdas
+            self.c.set_state(U, V, a, b, hyper, 0)
+            self.train_pairs = (ratings.rows.astype(np.int32), ratings.cols.astype(np.int32))
+            self.train_values = ratings.values
+            self.t = 0
+
+    @property
+    def is_gibbs(self):
+        return isinstance(self.c, _bpmf.BPMFGibbsChain)
+
+    def set_initial(self, init):
+        """Start every chain from init (check_init's dict, original order); the precisions
+        keep their initial values."""
+        for c in range(self.n_chains):
+            U, V, a, b = self.layout.to_grid(*(init[key][c] for key in "UVab"))
+            if self.is_gibbs:
+                hyper = self.c.get_state()[4]
+                self.c.set_state(U, V, a, b, hyper, 0)
+            else:
+                self.c.set_state(c, U, V, a, b, self.c.get_state(c).lambdas, 0)
+
+    def checkpoint_state(self):
+        """The chains' whole state (grid order) and their counter (round or sweep): with
+        the counter-based noise and the per-round GSL seeds, nothing else is needed to go on."""
+        if self.is_gibbs:
+            U, V, a, b, hyper, sweep = self.c.get_state()
+            return {"U": U, "V": V, "a": a, "b": b, "hyper": hyper, "counter": np.array(sweep)}
+        params = [self.c.get_state(c) for c in range(self.n_chains)]
+        state = {key: np.stack([getattr(p, key) for p in params]) for key in _CHAIN_ARRAYS}
+        state["counter"] = np.array(self.c.round)
+        return state
+
+    def restore_state(self, state):
+        counter = int(state["counter"])
+        if self.is_gibbs:
+            self.c.set_state(*(state[key] for key in ("U", "V", "a", "b", "hyper")), counter)
+        else:
+            for c in range(self.n_chains):
+                self.c.set_state(c, *(state[key][c] for key in _CHAIN_ARRAYS), counter)
+        self.t = counter
+
+    def run(self, steps):
+        if self.is_gibbs:
+            self.c.run(len(steps))
+        else:
+            self.c.run(steps)
+        self.t += len(steps)
+
+    def predict(self, chain, users_grid, items_grid):
+        if self.is_gibbs:
+            return self.c.predict(self.layout.user_of[users_grid], self.layout.item_of[items_grid])
+        return self.c.predict(chain, users_grid, items_grid)
+
+    def train_rmse(self, chain):
+        if self.is_gibbs:
+            r = self.c.predict(*self.train_pairs) - self.train_values
+            return _rmse(_sum_sq(r), self.nnz)
+        return _rmse(self.c.sq_error(chain), self.nnz)
+
+    def state(self, chain):
+        """(U, V, a, b, lambda summary dict) in the original order."""
+        if self.is_gibbs:
+            U, V, a, b, hyper, _ = self.c.get_state()
+            D = self.model.rank
+            if self.sampler.hyperprior == "wishart":
+                lam_u = np.diag(hyper[D:D + D * D].reshape(D, D))
+                lam_v = np.diag(hyper[2 * D + D * D:2 * D + 2 * D * D].reshape(D, D))
+            else:
+                lam_u, lam_v = hyper[:D], hyper[D:2 * D]
+            return U, V, a, b, {"lam_u_mean": lam_u.mean(), "lam_v_mean": lam_v.mean(),
+                                "lam_a": hyper[-2], "lam_b": hyper[-1]}
+        p = self.c.get_state(chain)
+        D = self.model.rank
+        U, V, a, b = self.layout.to_original(p.U, p.V, p.a, p.b)
+        lam = p.lambdas
+        return U, V, a, b, {"lam_u_mean": lam[:D].mean(), "lam_v_mean": lam[D:2 * D].mean(),
+                            "lam_a": lam[2 * D], "lam_b": lam[2 * D + 1]}

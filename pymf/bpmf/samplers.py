@@ -1,0 +1,111 @@
+"""Samplers of a BPMF model: DSGLD (several chains, square / column / hybrid block splits)
+and BPMFGibbs (Salakhutdinov & Mnih 2008). pymf.SGLD on a BPMF model runs DSGLD with one
+chain and one block."""
+from pymf.engine.checks import check_count, check_flag, check_real, check_threads
+from pymf.engine.steps import AnnealedStep, as_step_size
+
+
+def split_grid(split, blocks):
+    """(P, Q) of a split scheme: square B -> B x B, column S -> S x 1, hybrid (P, Q)."""
+    if split == "square":
+        B = check_count(2 if blocks is None else blocks, "blocks", 1)
+        return B, B
+    if split == "column":
+        S = check_count(4 if blocks is None else blocks, "blocks", 1)
+        return S, 1
+    if split == "hybrid":
+        try:
+            P, Q = blocks
+        except (TypeError, ValueError):
+            raise ValueError("split='hybrid' needs blocks=(row_stripes, column_stripes)") from None
+        return check_count(P, "row stripes", 1), check_count(Q, "column stripes", 1)
+    raise ValueError(f"split must be 'square', 'column' or 'hybrid', got {split!r}")
+
+
+MAX_CHAINS = 4096  # each chain holds a copy of U and V and is evaluated at every kept sample
+
+
+class DSGLD:
+    """Distributed SGLD for BPMF (shared memory; pymf.mpi_bpmf runs the same chains over MPI).
+
+    chains       number of chains (default: the number of orthogonal groups, max(P, Q), so
+                 that every block is busy in every round, as in the paper)
+    split        "square" (blocks=B: B x B grid, groups of B orthogonal blocks), "column"
+                 (blocks=S: S row stripes, each block its own group) or "hybrid"
+                 (blocks=(P, Q))
+    n_threads    OpenMP threads over the (chain, block) tasks of a round (None: all cores)
+    batch_size   m, ratings per minibatch (drawn with replacement from one block)
+    round_length gamma, minibatch steps per block between exchanges
+    step_size    AnnealedStep(eps0, kappa) (eps_t = eps0 (1 + t/kappa)^-0.51 per round) or a
+                 float; convention theta += eps grad + N(0, 2 eps)
+    hyper_every  Gibbs draw of the precisions every this many rounds (0: never)
+    noise_correction  True (default): a touched row gets noise N(0, 2 eps / hbar_i), which
+                 keeps the chain on the posterior; False: N(0, 2 eps) as in the paper, which
+                 samples a tempered posterior (too narrow for rows with hbar_i < 1)
+    """
+
+    kind = "dsgld"
+
+    def __init__(self, chains=None, split="square", blocks=None, n_threads=None, batch_size=1000,
+                 round_length=50, step_size=AnnealedStep(1e-4), hyper_every=10, permute=True,
+                 noise_correction=True):
+        self.split = split
+        self.grid = split_grid(split, blocks)
+        self.blocks = blocks
+        self.chains = None if chains is None else check_count(chains, "chains", 1)
+        if self.chains is not None and self.chains > MAX_CHAINS:
+            raise ValueError(f"chains={chains} is too many (at most {MAX_CHAINS})")
+        self.n_threads = check_threads(n_threads) or None
+        self.batch_size = check_count(batch_size, "batch_size", 1)
+        self.round_length = check_count(round_length, "round_length", 1)
+        if self.round_length > 2**31 - 1:
+            raise ValueError(f"round_length={round_length} is too large (at most 2**31 - 1)")
+        self.step_size = as_step_size(step_size)
+        self.hyper_every = check_count(hyper_every, "hyper_every", 0)
+        self.permute = check_flag(permute, "permute")
+        self.noise_correction = check_flag(noise_correction, "noise_correction")
+
+    @property
+    def n_chains(self):
+        return self.chains if self.chains is not None else max(self.grid)
+
+    def params(self):
+        return {"sampler": "dsgld", "split": self.split, "grid": list(self.grid),
+                "chains": self.n_chains, "n_threads": self.n_threads, "batch_size": self.batch_size,
+                "round_length": self.round_length, "step_size": self.step_size.params(),
+                "hyper_every": self.hyper_every, "permute": self.permute,
+                "noise_correction": self.noise_correction}
+
+    def __repr__(self):
+        return (f"DSGLD(chains={self.n_chains}, split={self.split!r}, grid={self.grid}, "
+                f"batch_size={self.batch_size}, step_size={self.step_size!r})")
+
+
+class BPMFGibbs:
+    """Gibbs sampling of BPMF (Salakhutdinov & Mnih 2008): every u_i (with a_i) and v_j
+    (with b_j) from its Gaussian conditional, in parallel, by Cholesky (GSL).
+
+    hyperprior "wishart": Normal-Wishart on (mu_U, Lambda_U) and (mu_V, Lambda_V) with
+    mu0 = 0, beta0=nw_beta0 (2), nu0=nw_nu0 (rank), W0 = nw_w0 I (I): the original BPMF.
+    hyperprior "gamma": the diagonal precisions of pymf.BPMF, the exact sampler of the
+    model DSGLD samples (used to check DSGLD). n_threads: OpenMP threads.
+    """
+
+    kind = "bpmf_gibbs"
+
+    def __init__(self, hyperprior="wishart", nw_beta0=2.0, nw_nu0=None, nw_w0=1.0, n_threads=None):
+        if hyperprior not in ("wishart", "gamma"):
+            raise ValueError(f"hyperprior must be 'wishart' or 'gamma', got {hyperprior!r}")
+        self.hyperprior = hyperprior
+        self.nw_beta0 = check_real(nw_beta0, "nw_beta0", positive=True)
+        self.nw_w0 = check_real(nw_w0, "nw_w0", positive=True)
+        self.nw_nu0 = None if nw_nu0 is None else check_real(nw_nu0, "nw_nu0", positive=True)
+        self.n_threads = check_threads(n_threads) or None
+        self.n_chains = 1
+
+    def params(self):
+        return {"sampler": "bpmf_gibbs", "hyperprior": self.hyperprior, "nw_beta0": self.nw_beta0,
+                "nw_nu0": self.nw_nu0, "nw_w0": self.nw_w0, "n_threads": self.n_threads}
+
+    def __repr__(self):
+        return f"BPMFGibbs(hyperprior={self.hyperprior!r})"

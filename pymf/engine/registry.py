@@ -1,0 +1,64 @@
+"""Which family runs which (model, sampler) pair, and which class reads which saved result.
+
+Families register themselves when their package is imported (pymf/__init__.py imports
+them); the engine imports none. pymf.sample, pymf.fit and pymf.load look the pair or the
+saved kind up here:
+
+    register("sample", TweedieNMF, PSGLD, sample_nmf)      # in the family's package
+    register_result(NMFSamples)                            # its .kind names it in files
+"""
+_RUNNERS = {"sample": [], "fit": []}
+_RESULTS = {}
+_LEGACY = {}
+
+
+def register(verb, model_type, sampler_type, runner):
+    """runner(model, data, sampler, **options) runs `verb` for that pair."""
+    _RUNNERS[verb].append((model_type, sampler_type, runner))
+
+
+def register_result(cls, legacy_kinds=()):
+    """A result class, found again by cls.kind in a saved file's meta record (and by the
+    older files' kinds listed in legacy_kinds, read by cls.from_legacy)."""
+    if cls.kind in _RESULTS and _RESULTS[cls.kind] is not cls:
+        raise ValueError(f"two result classes claim the kind {cls.kind!r}")
+    _RESULTS[cls.kind] = cls
+    for kind in legacy_kinds:
+        _LEGACY[kind] = cls
+    return cls
+
+
+def result_class(kind):
+    if kind not in _RESULTS:
+        raise ValueError(f"unknown result kind {kind!r} (known: {sorted(_RESULTS)})")
+    return _RESULTS[kind]
+
+
+def legacy_class(kind):
+    return _LEGACY.get(kind)
+
+
+def _names(types):
+    types = types if isinstance(types, tuple) else (types,)
+    return [t.__name__ for t in types]
+
+
+def runner(verb, model, sampler):
+    for model_type, sampler_type, fn in _RUNNERS[verb]:
+        if isinstance(model, model_type) and isinstance(sampler, sampler_type):
+            return fn
+    fits = sorted({n for m, s, _ in _RUNNERS[verb] if isinstance(model, m) for n in _names(s)})
+    models = sorted({n for m, s, _ in _RUNNERS[verb] if isinstance(sampler, s) for n in _names(m)})
+    what = "sampler" if verb == "sample" else "optimizer"
+    if not fits and not models:
+        raise TypeError(f"pymf.{verb} cannot run {type(sampler).__name__} on "
+                        f"{type(model).__name__}: neither is known to pymf.{verb}")
+    hint = (f"; a {type(model).__name__} model takes {', '.join(fits)}" if fits else
+            f"; {type(sampler).__name__} runs on {', '.join(models)}")
+    raise TypeError(f"the {what} {type(sampler).__name__} cannot {verb} a "
+                    f"{type(model).__name__} model{hint}")
+
+
+def pairs(verb):
+    """[(model class, sampler class)] registered for verb (docs, the CLI, the tests)."""
+    return [(m, s) for m, s, _ in _RUNNERS[verb]]

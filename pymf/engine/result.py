@@ -1,0 +1,186 @@
+"""The result base of every family: kept draws with named leading axes (chain, draw, ...),
+per-draw statistics, traces, parameters, the seed actually used; atomic save/load (.npz or
+a directory of .npy files, plus JSON; never pickle); diagnostics by arviz-stats and an
+ArviZ DataTree.
+
+A family's result subclasses Result, names itself with a unique `kind`, says the names of
+its variables' trailing axes in `dims`, and adds its own summaries (posterior means,
+predictions) through _family_arrays / _family_meta / _load_family.
+"""
+import json
+import os
+import zipfile
+
+import numpy as np
+
+from pymf.engine import registry
+from pymf.engine.storage import npz_path, save_directory, save_npz
+
+FORMAT = 2  # format 1: the files of pymf 0.1 before the engine (read by legacy loaders)
+
+
+class Result:
+    kind = None
+    dims = {}  # variable -> names of its axes after (chain, draw)
+
+    def _set_common(self, *, params, seed, trace, draws=None, draw_units=None, draw_stats=None,
+                    n_kept=0, interrupted=False, iterations=0):
+        self.params = params
+        self.seed = seed
+        self.trace = trace
+        self._draws = draws  # {variable: (draw, chain, ...)} or None
+        self.draw_units = np.zeros(0, dtype=np.int64) if draw_units is None else draw_units
+        self.draw_stats = draw_stats or {}  # {name: (draw, chain)}
+        self.n_kept = int(n_kept)
+        self.interrupted = bool(interrupted)
+        self.iterations = int(iterations)
+
+    def _set_record(self, record, params):
+        """The common part from the engine's run record."""
+        self._set_common(params=params, seed=record.seed, trace=record.trace, draws=record.draws,
+                         draw_units=record.draw_units, draw_stats=record.draw_stats,
+                         n_kept=record.n_kept, interrupted=record.interrupted,
+                         iterations=record.units)
+
+    # ---- the draws, ArviZ's way round ----
+    @property
+    def posterior(self):
+        """{variable: array (chain, draw, ...)} of the kept draws (views), or {} if none
+        were kept."""
+        if not self._draws:
+            return {}
+        return {name: np.moveaxis(value, 0, 1) for name, value in self._draws.items()}
+
+    @property
+    def sample_stats(self):
+        """{name: array (chain, draw)}: scalars recorded with every kept draw."""
+        return {name: np.asarray(value).T for name, value in self.draw_stats.items()}
+
+    def predict(self, rows, cols, return_std=False):
+        """Posterior mean (and sd, return_std=True) of the model's expected value of the
+        entries (rows[i], cols[i])."""
+        raise NotImplementedError
+
+    def diagnostics(self, variables=None):
+        """Rank-normalised split R-hat and bulk / tail ESS (Vehtari et al. 2021, computed by
+        arviz-stats) of the per-draw statistics and of `variables` (names of posterior
+        variables; each entry gets its own value). Needs at least 4 kept draws."""
+        from pymf.engine.diagnostics import diagnostics
+        draws = dict(self.sample_stats)
+        posterior = self.posterior
+        for name in variables or ():
+            if name not in posterior:
+                raise ValueError(f"no posterior variable {name!r} (have {sorted(posterior)})")
+            draws[name] = posterior[name]
+        if not draws:
+            raise ValueError("this result has no per-draw statistics and no kept draws to "
+                             "diagnose (keep_samples=True keeps draws)")
+        return diagnostics(draws)
+
+    def to_arviz(self):
+        """An ArviZ DataTree: the posterior group (chain, draw, ...) of the kept draws and a
+        sample_stats group of the per-draw statistics. Needs pip install "pymf[arviz]"."""
+        from pymf.engine.diagnostics import to_datatree
+        if not self._draws:
+            raise ValueError("this result kept no draws (keep_samples=False): nothing to convert")
+        attrs = {"pymf_kind": self.kind, "seed": json.dumps(self.seed),
+                 "params": json.dumps(self.params, default=str)}
+        return to_datatree(self.posterior, self.sample_stats or None,
+                           dims={k: v for k, v in self.dims.items() if k in self._draws},
+                           attrs=attrs)
+
+    # ---- persistence ----
+    def _family_arrays(self):
+        return {}
+
+    def _family_meta(self):
+        return {}
+
+    def _load_family(self, get, meta):
+        pass
+
+    def save(self, path):
+        """Save to `path`: one .npz file if it ends in .npz, else a directory of .npy files
+        and meta.json (kept draws streamed there by sample_dir= are only flushed). Written
+        whole then renamed; returns the path written. pymf.load reads it back."""
+        if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+            raise ValueError(f"the result path must be a non-empty file name, got {path!r}")
+        path = os.fspath(path)
+        arrays = dict(self._family_arrays())
+        for name, value in (self._draws or {}).items():
+            arrays[name + "_samples"] = value[: self.n_kept]
+        for name, value in self.draw_stats.items():
+            arrays["stat_" + name] = np.asarray(value)
+        for name, value in self.trace.items():
+            arrays["trace_" + name] = np.asarray(value)
+        arrays["draw_units"] = np.asarray(self.draw_units)
+        meta = {"kind": self.kind, "format": FORMAT, "params": self.params, "seed": self.seed,
+                "n_kept": self.n_kept, "interrupted": self.interrupted,
+                "iterations": self.iterations, "draws": sorted(self._draws or {}),
+                "stats": sorted(self.draw_stats), "trace_keys": sorted(self.trace),
+                **self._family_meta()}
+        if path.endswith(".npz"):
+            return save_npz(npz_path(path), {k: np.asarray(v) for k, v in arrays.items()}, meta)
+        return save_directory(path, arrays, meta)
+
+    @classmethod
+    def _from_saved(cls, get, meta):
+        self = cls.__new__(cls)
+        n = meta["n_kept"]
+        draws = {name: get(name + "_samples")[:n] for name in meta["draws"]} or None
+        self._set_common(params=meta["params"], seed=meta.get("seed"),
+                         trace={k: np.asarray(get("trace_" + k)) for k in meta["trace_keys"]},
+                         draws=draws, draw_units=get("draw_units"),
+                         draw_stats={k: get("stat_" + k) for k in meta["stats"]},
+                         n_kept=n, interrupted=meta["interrupted"], iterations=meta["iterations"])
+        self._load_family(get, meta)
+        return self
+
+
+def load(path, mmap=False):
+    """Load a result saved by any family's save() (or streamed by sample_dir=); a file that
+    is no pymf result is a ValueError saying so. mmap=True maps a directory's arrays."""
+    path = os.fspath(path)
+    if not isinstance(mmap, (bool, np.bool_)):
+        raise ValueError(f"mmap must be True or False, got {mmap!r}")
+    if os.path.exists(path) and not (os.path.isdir(path) or os.path.isfile(path)):
+        raise ValueError(f"{path!r} is not a regular file or a directory")
+    try:
+        return _load(path, mmap)
+    except FileNotFoundError:
+        raise
+    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile, AttributeError,
+            TypeError, IndexError) as exc:
+        raise ValueError(f"{path!r} is not a result saved by pymf (or it is damaged): "
+                         f"{type(exc).__name__}: {exc}") from exc
+
+
+def _load(path, mmap):
+    if os.path.isdir(path):
+        with open(os.path.join(path, "meta.json")) as fh:
+            meta = json.load(fh)
+
+        def get(name):
+            if name == "__files__":
+                return [f[:-4] for f in os.listdir(path) if f.endswith(".npy")]
+            file = os.path.join(path, name + ".npy")
+            if not os.path.exists(file):
+                return None
+            return np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
+    else:
+        archive = np.load(path, allow_pickle=False)
+        if not hasattr(archive, "files"):
+            raise ValueError("a single array, not a result archive")
+        meta = json.loads(str(archive["meta"]))
+
+        def get(name):
+            if name == "__files__":
+                return list(archive.files)
+            return archive[name] if name in archive.files else None
+    if meta.get("format") == FORMAT:
+        return registry.result_class(meta["kind"])._from_saved(get, meta)
+    # files written before the engine: each family reads its own
+    legacy = registry.legacy_class(meta.get("kind"))
+    if legacy is None:
+        raise ValueError(f"unknown result kind {meta.get('kind')!r}")
+    return legacy.from_legacy(get, meta)

@@ -1,0 +1,133 @@
+"""Files: atomic .npz writes, checkpoints, and kept draws in memory or streamed to .npy.
+
+Nothing here uses pickle. Every file is written under a temporary name and renamed, so a
+crash never leaves half a result or half a checkpoint, and a user's earlier file stays
+whole until the new one is complete.
+"""
+import json
+import os
+import zipfile
+
+import numpy as np
+
+
+def npz_path(path, what="result"):
+    """The .npz path a save writes: a non-empty path (str or os.PathLike), with .npz added,
+    in a directory that exists."""
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise ValueError(f"the {what} path must be a non-empty file name, got {path!r}")
+    path = os.fspath(path)
+    if not path.endswith(".npz"):
+        path += ".npz"
+    if os.path.isdir(path):
+        raise ValueError(f"the {what} path {path!r} is a directory")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise ValueError(f"the {what} path's directory {parent!r} does not exist")
+    return path
+
+
+def save_npz(path, arrays, meta=None):
+    """Write arrays (and a JSON meta record) to path, atomically; returns path."""
+    payload = dict(arrays)
+    if meta is not None:
+        payload["meta"] = np.array(json.dumps(meta))
+    tmp = path[:-4] + ".tmp.npz" if path.endswith(".npz") else path + ".tmp.npz"
+    np.savez(tmp, **payload)
+    os.replace(tmp, path)
+    return path
+
+
+def save_directory(path, arrays, meta):
+    """A directory of .npy files plus meta.json, each written whole then renamed; arrays
+    already streamed to their place (memory maps of that very file) are only flushed."""
+    os.makedirs(path, exist_ok=True)
+    for name, value in arrays.items():
+        target = os.path.join(path, name + ".npy")
+        base = value
+        while isinstance(base, np.ndarray) and not isinstance(base, np.memmap) and base.base is not None:
+            base = base.base
+        if isinstance(base, np.memmap) and base.filename is not None \
+                and os.path.abspath(base.filename) == os.path.abspath(target):
+            base.flush()
+            continue
+        tmp = target + ".tmp.npy"
+        np.save(tmp, np.asarray(value))
+        os.replace(tmp, target)
+    tmp = os.path.join(path, "meta.json.tmp")
+    with open(tmp, "w") as fh:
+        fh.write(json.dumps(meta))
+    os.replace(tmp, os.path.join(path, "meta.json"))
+    return path
+
+
+def open_checkpoint(path):
+    """np.load of a checkpoint, with a file that is not one (empty, truncated, foreign)
+    turned into a ValueError that says so; the caller checks its fingerprint."""
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"the checkpoint {path!r} cannot be read ({type(exc).__name__}: "
+                         f"{exc}); remove it or pass another path") from exc
+    if not hasattr(archive, "files") or "fingerprint" not in archive.files:
+        raise ValueError(f"{path!r} is not a pymf checkpoint; remove it or pass another path")
+    return archive
+
+
+class DrawStore:
+    """The kept draws of a run: for every variable an array (draw, chain, ...), in memory
+    or as .npy memory maps in sample_dir ({name}_samples.npy) written as the run goes. A
+    resumed run reopens the streamed files (never truncates them)."""
+
+    def __init__(self, shapes, n_draws, sample_dir=None, resuming=False):
+        self.sample_dir = None if sample_dir is None else os.fspath(sample_dir)
+        self.arrays = {}
+        if self.sample_dir is None:
+            for name, shape in shapes.items():
+                self.arrays[name] = np.zeros((n_draws,) + tuple(shape))
+            return
+        os.makedirs(self.sample_dir, exist_ok=True)
+        open_memmap = np.lib.format.open_memmap
+        for name, shape in shapes.items():
+            full = (n_draws,) + tuple(shape)
+            path = os.path.join(self.sample_dir, f"{name}_samples.npy")
+            if not resuming:
+                self.arrays[name] = open_memmap(path, mode="w+", dtype=np.float64, shape=full)
+                continue
+            if not os.path.exists(path):
+                raise ValueError(f"resuming from a checkpoint, but the streamed samples {path!r} "
+                                 "are missing")
+            self.arrays[name] = open_memmap(path, mode="r+")
+            if self.arrays[name].shape != full:
+                raise ValueError(f"the streamed samples {path!r} do not match this run")
+
+    @property
+    def streamed(self):
+        return self.sample_dir is not None
+
+    def put(self, index, draw):
+        for name, value in draw.items():
+            self.arrays[name][index] = value
+
+    def flush(self):
+        for value in self.arrays.values():
+            if isinstance(value, np.memmap):
+                value.flush()
+
+    def head(self, n):
+        """The first n draws of every variable (views)."""
+        return {name: value[:n] for name, value in self.arrays.items()}
+
+    def snapshot(self, n):
+        """What a checkpoint holds of the kept draws: the in-memory ones (streamed ones are
+        flushed to their files before the checkpoint that counts them is written)."""
+        if self.streamed:
+            self.flush()
+            return {}
+        return {"kept_" + name: value[:n] for name, value in self.arrays.items()}
+
+    def restore(self, archive, n):
+        if self.streamed:
+            return
+        for name, value in self.arrays.items():
+            value[:n] = archive["kept_" + name]

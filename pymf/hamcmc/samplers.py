@@ -1,0 +1,91 @@
+"""HAMCMC and the samplers the paper compares it with (pymf.SGLD is shared with the other
+families: pymf.langevin)."""
+import math
+import numbers
+
+from pymf.engine.checks import batch_count, check_batch_size, check_real
+from pymf.engine.steps import as_step_size
+
+
+class _StochasticGradientMCMC:
+    """A step size and a minibatch size (None: the full data)."""
+
+    kind = None
+
+    def __init__(self, step_size, batch_size):
+        self.step_size = as_step_size(step_size)
+        self._batch = None if batch_size is None else check_batch_size(batch_size)
+
+    def batch_size(self, n_data):
+        return 0 if self._batch is None else batch_count(self._batch, n_data)
+
+    def chain_options(self):
+        return {}
+
+    def params(self):
+        return {"sampler": self.kind, "step_size": self.step_size.params(),
+                "batch_size": self._batch, **self.chain_options()}
+
+
+class HAMCMC(_StochasticGradientMCMC):
+    """Hessian-approximated MCMC: memory M >= 2 (the paper uses 2-5), H^0 = gamma I, and
+    lam added to the curvature pairs (y += lam s: an L-BFGS of (Hessian + lam I)^-1, which
+    keeps H positive definite when minibatch curvature is not)."""
+
+    kind = "hamcmc"
+
+    def __init__(self, memory=2, gamma=1.0, lam=0.0, step_size=1e-3, batch_size=0.01):
+        super().__init__(step_size, batch_size)
+        if isinstance(memory, bool) or not isinstance(memory, numbers.Integral) \
+                or not 2 <= memory <= 64:
+            raise ValueError(f"memory must be an integer in [2, 64], got {memory!r}")
+        self.memory = int(memory)
+        self.gamma = check_real(gamma, "gamma", positive=True)
+        if isinstance(lam, bool) or not isinstance(lam, numbers.Real) \
+                or not (math.isfinite(lam) and lam >= 0):
+            raise ValueError(f"lam must be >= 0 and finite, got {lam!r}")
+        self.lam = float(lam)
+
+    def chain_options(self):
+        return {"memory": self.memory, "gamma": self.gamma, "lam": self.lam}
+
+    def __repr__(self):
+        return (f"HAMCMC(memory={self.memory}, gamma={self.gamma}, lam={self.lam}, "
+                f"step_size={self.step_size!r}, batch_size={self._batch})")
+
+
+class PreconditionedSGLD(_StochasticGradientMCMC):
+    """SGLD with the diagonal RMSprop preconditioner of Li, Chen, Carlson & Carin (AAAI
+    2016): V = alpha V + (1 - alpha) g*g, precond = 1 / (lam + sqrt V); the correction term
+    is dropped, as in their experiments (which leaves a bias that does not vanish)."""
+
+    kind = "precond_sgld"
+
+    def __init__(self, alpha=0.99, lam=1e-5, step_size=1e-3, batch_size=0.01):
+        super().__init__(step_size, batch_size)
+        if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) \
+                or not 0.0 <= alpha < 1.0:
+            raise ValueError(f"alpha must be in [0, 1), got {alpha!r}")
+        self.alpha = float(alpha)
+        self.lam = check_real(lam, "lam", positive=True)
+
+    def chain_options(self):
+        return {"alpha": self.alpha, "lam": self.lam}
+
+    def __repr__(self):
+        return (f"PreconditionedSGLD(alpha={self.alpha}, lam={self.lam}, "
+                f"step_size={self.step_size!r}, batch_size={self._batch})")
+
+
+class SGRLD(_StochasticGradientMCMC):
+    """Stochastic gradient Riemannian LD (Patterson & Teh 2013) with the inverse expected
+    Fisher information of the whole problem as its metric: for the linear-Gaussian model a
+    constant matrix (the exact posterior covariance), so no correction term."""
+
+    kind = "sgrld"
+
+    def __init__(self, step_size=1e-3, batch_size=0.01):
+        super().__init__(step_size, batch_size)
+
+    def __repr__(self):
+        return f"SGRLD(step_size={self.step_size!r}, batch_size={self._batch})"

@@ -1,0 +1,195 @@
+"""The NMF family's kernel: a C chain (pymf._chain.FactorChain subclasses: the Langevin
+samplers, Gibbs; or the GPU chain of pymf.gpu) on the block grid of the data, seen by the
+engine's run loop in the user's row and column order.
+
+Seeding: the run's SeedSequence spawns four independent streams:
+  0: the Philox key of the Langevin noise, 1: the GSL stream of minibatches / random parts,
+  2: the row/column permutation of the block grid, 3: the initial state.
+The chain is a pure function of (seed, data, settings): the same for any thread count,
+and a run resumed from a checkpoint continues exactly as if it had not stopped.
+"""
+import numpy as np
+
+from pymf import _blocks, _gibbs_nmf, _sgd, _sgld, _tweedie
+from pymf.data import Ratings, as_observed, real_array
+from pymf.engine.driver import rmse
+from pymf.engine.kernel import Kernel
+from pymf.engine.seeds import seed_sequence
+from pymf.errors import DivergenceError
+
+
+def run_seeds(seed):
+    """(noise key, schedule seed, permutation seed, initial-state rng) of a recorded seed."""
+    children = seed_sequence(seed).spawn(4)
+    noise = int(children[0].generate_state(1, np.uint64)[0])
+    schedule = int(children[1].generate_state(1, np.uint64)[0])
+    permute = int(children[2].generate_state(1, np.uint32)[0])
+    return noise, schedule, permute, np.random.default_rng(children[3])
+
+
+def blocked_data(observed, n_blocks, permute, permute_seed):
+    """The C core's block layout of validated data."""
+    if isinstance(observed, Ratings):
+        return _blocks.BlockedData.from_sparse(observed.rows, observed.cols, observed.values,
+                                              observed.shape, n_blocks, permute, permute_seed)
+    return _blocks.BlockedData.from_dense(observed, n_blocks, permute, permute_seed)
+
+
+class GridMap:
+    """Converts factors between the user's order and the block grid's order."""
+
+    def __init__(self, data):
+        self.row_of, self.col_of = data.row_of, data.col_of
+        self.row_pos = np.empty_like(self.row_of)
+        self.row_pos[self.row_of] = np.arange(len(self.row_of))
+        self.col_pos = np.empty_like(self.col_of)
+        self.col_pos[self.col_of] = np.arange(len(self.col_of))
+
+    def to_grid(self, W, H):
+        """(W, H) in user order -> (W, H^T) in grid order, C-contiguous."""
+        return (np.ascontiguousarray(W[self.row_of], dtype=np.float64),
+                np.ascontiguousarray(H.T[self.col_of], dtype=np.float64))
+
+    def from_grid(self, W_grid, Ht_grid):
+        W = np.empty_like(W_grid)
+        W[self.row_of] = W_grid
+        H = np.empty((Ht_grid.shape[1], Ht_grid.shape[0]))
+        H[:, self.col_of] = Ht_grid.T
+        return W, H
+
+    def test_indices(self, test):
+        return (np.ascontiguousarray(self.row_pos[test.rows]),
+                np.ascontiguousarray(self.col_pos[test.cols]))
+
+
+def prepare_test(test, observed):
+    """Validate a held-out set against the training data; returns Ratings or None."""
+    if test is None:
+        return None
+    try:
+        test = as_observed(test)
+    except ValueError as exc:
+        raise ValueError(f"the test set: {exc}") from None
+    if not isinstance(test, Ratings):
+        test = Ratings.from_dense(test)
+    if test.shape != observed.shape:
+        raise ValueError(f"the test set has shape {test.shape}, the data {observed.shape}")
+    if test.nnz == 0:
+        raise ValueError("the test set is empty: pass test=None to run without one")
+    return test
+
+
+def check_init(init, shape, rank, model):
+    if isinstance(init, dict):
+        raise ValueError("init must be a pair (W0, H0) of arrays, got a dict")
+    try:
+        W0, H0 = init
+    except (TypeError, ValueError):
+        raise ValueError("init must be a pair (W0, H0)") from None
+    W0 = real_array(W0, "init's W0")
+    H0 = real_array(H0, "init's H0")
+    if W0.shape != (shape[0], rank) or H0.shape != (rank, shape[1]):
+        raise ValueError(f"init must be W0 of shape {(shape[0], rank)} and H0 of shape "
+                         f"{(rank, shape[1])}, got {W0.shape} and {H0.shape}")
+    if not (np.all(np.isfinite(W0)) and np.all(np.isfinite(H0))):
+        raise ValueError("init contains NaN or inf")
+    if model.non_negative and (W0.min() < 0 or H0.min() < 0):
+        raise ValueError("init must be non-negative for a non-negative model")
+    with np.errstate(over="ignore", invalid="ignore"):
+        if not np.all(np.isfinite(W0 @ H0)):
+            raise ValueError("init is too large: W0 @ H0 overflows")
+    return W0, H0
+
+
+def make_chain(sampler, data, model, noise_seed, schedule_seed, batch_size):
+    """The C (or GPU) chain of an NMF sampler (or optimiser) on blocked data."""
+    if sampler.kind == "gibbs":
+        if model.beta != 1.0 or model.phi != 1.0 or model.prior != "exponential":
+            raise ValueError("pymf.Gibbs is for Poisson NMF: TweedieNMF(beta=1, phi=1, "
+                             f"prior='exponential'), got {model!r}")
+        return _gibbs_nmf.GibbsChain(data, model.rank, model.lam_w, model.lam_h, schedule_seed,
+                                     n_threads=sampler.n_threads)
+    if sampler.kind in ("sgd", "dsgd"):
+        return _sgd.Optimiser(data, sampler.kind, model.rank, model.beta, model.phi, model.prior,
+                              model.lam_w, model.lam_h, schedule_seed, batch_size=batch_size,
+                              part_order=sampler.part_order, n_threads=sampler.n_threads)
+    if getattr(sampler, "backend", "cpu") == "cuda":
+        from pymf import gpu
+        return gpu.CudaPSGLDChain(data, model, sampler, noise_seed, dtype=np.dtype(sampler.dtype))
+    return _sgld.LangevinChain(
+        data, sampler.kind, model.rank, model.beta, model.phi, model.prior, model.lam_w,
+        model.lam_h, noise_seed, schedule_seed, batch_size=batch_size,
+        part_order=getattr(sampler, "part_order", "cyclic"), n_threads=sampler.n_threads)
+
+
+class FactorKernel(Kernel):
+    """W (I x K) and H (K x J) of one chain; the trace holds the log-likelihood (sum of
+    -d_beta/phi), the log posterior and, with a test set, the RMSE of the running mean
+    prediction (test_rmse; of the current state before any draw is kept) and of the
+    current state (test_rmse_sample)."""
+
+    def __init__(self, chain, grid, model, test=None):
+        self.chain, self.grid, self.model, self.test = chain, grid, model, test
+        self.shape = (len(grid.row_of), len(grid.col_of))
+        self._loglik = None
+        if test is not None:
+            self.test_rows, self.test_cols = grid.test_indices(test)
+
+    @property
+    def counter(self):
+        return self.chain.iteration
+
+    def draw_shapes(self):
+        K = self.model.rank
+        return {"W": (1, self.shape[0], K), "H": (1, K, self.shape[1])}
+
+    def run(self, steps):
+        self._loglik = None
+        self.chain.run(steps)
+
+    def state(self):
+        W_grid, Ht_grid, _ = self.chain.get_state()
+        return self.grid.from_grid(W_grid, Ht_grid)
+
+    def draw(self):
+        W, H = self.state()
+        return {"W": W[None], "H": H[None]}
+
+    def _current_predictions(self):
+        W_grid, Ht_grid, _ = self.chain.get_state()
+        return _tweedie.predict_entries(W_grid, Ht_grid, self.test_rows, self.test_cols)
+
+    def test_predictions(self):
+        return None if self.test is None else self._current_predictions()[None]
+
+    def check_state(self):
+        self._loglik = self.chain.loglik()
+        if not np.isfinite(self._loglik):
+            # W and H are finite but W H overflows (huge priors, data or steps)
+            t = self.counter
+            raise DivergenceError(
+                f"the chain diverged at iteration {t}: its log-likelihood is not finite "
+                "(W H overflows; extreme data, priors or step sizes?)", iteration=t)
+
+    def trace_point(self, run):
+        test_mean = None if run is None else run.test_mean()
+        loglik = self.chain.loglik() if self._loglik is None else self._loglik
+        W, H = self.state()
+        point = {"loglik": loglik, "logpost": loglik + self.model.log_prior(W, H)}
+        if self.test is not None:
+            current = self._current_predictions()
+            mean = current if test_mean is None else test_mean
+            point["test_rmse"] = rmse(mean, self.test.values)
+            point["test_rmse_sample"] = rmse(current, self.test.values)
+        return point
+
+    def snapshot(self):
+        W_grid, Ht_grid, t = self.chain.get_state()
+        return {"W_grid": W_grid, "Ht_grid": Ht_grid, "t": np.array(t)}
+
+    def restore(self, arrays):
+        self.chain.set_state(arrays["W_grid"], arrays["Ht_grid"], int(arrays["t"]))
+
+    def last_finite_state(self):
+        W, H = self.state()
+        return {"W": W, "H": H}

@@ -1,0 +1,117 @@
+"""The NMF family's runners: pymf.sample with LD, SGLD, PSGLD or Gibbs, and pymf.fit with
+SGD or DSGD, on a pymf.TweedieNMF model. Python validates and lays the data out; the
+engine's loop (pymf.engine.driver) runs the kernel (pymf.nmf.kernel); the C core runs
+every iteration."""
+import numpy as np
+
+from pymf.data import as_observed
+from pymf.engine import driver
+from pymf.engine.checks import check_count, check_run_length
+from pymf.engine.seeds import resolve_seed
+from pymf.nmf.kernel import (FactorKernel, GridMap, blocked_data, check_init, make_chain,
+                             prepare_test, run_seeds)
+from pymf.nmf.result import FitResult, SampleResult
+
+
+def _without_threads(params):
+    """Settings that decide the chain: the thread count does not."""
+    return {key: value for key, value in params.items() if key != "n_threads"}
+
+
+def _setup(model, data, sampler, seed, init, test):
+    """Validated data, the kernel at its starting state, and the run's recorded facts."""
+    observed = as_observed(data)
+    model.check_data(observed)
+    test = prepare_test(test, observed)
+    seed = resolve_seed(seed)
+    noise_seed, schedule_seed, permute_seed, init_rng = run_seeds(seed)
+    shape = observed.shape
+    n_blocks = sampler.grid_blocks(shape)
+    if n_blocks > min(shape):
+        raise ValueError(
+            f"blocks={n_blocks} is larger than the matrix ({shape[0]} x {shape[1]}): each of the "
+            "B row and column pieces needs at least one row / column")
+    data = blocked_data(observed, n_blocks, sampler.permute, permute_seed)
+    grid = GridMap(data)
+    batch = sampler.batch_size(data.n_observed)
+    chain = make_chain(sampler, data, model, noise_seed, schedule_seed, batch)
+    if init is None:
+        W0, H0 = model.init_factors(shape, observed, init_rng)
+    else:
+        W0, H0 = check_init(init, shape, model.rank, model)
+    chain.set_state(*grid.to_grid(W0, H0), 0)
+    facts = {"model": model.params(), "sampler": sampler.params(), "seed": seed,
+             "shape": list(shape), "n_observed": data.n_observed, "n_blocks": n_blocks,
+             "batch_size": batch}
+    fingerprint = {**facts, "sampler": _without_threads(sampler.params()),
+                   "data": driver.digest(observed), "test": driver.digest(test),
+                   "init": None if init is None else driver.digest(W0, H0)}
+    return observed, test, grid, chain, seed, facts, fingerprint
+
+
+def sample_nmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, init=None,
+               test=None, trace_every=None, sample_dir=None, keep_samples=True,
+               checkpoint=None, checkpoint_every=None, progress=None, callback=None):
+    """pymf.sample for a TweedieNMF model; returns a SampleResult (see pymf.sample)."""
+    n_samples, burnin, thin = check_run_length(n_samples, burnin, thin)
+    trace_every = thin if trace_every is None else check_count(trace_every, "trace_every", 1)
+    if getattr(sampler, "backend", "cpu") == "cuda":
+        from pymf import gpu
+        if not gpu.is_available():
+            raise RuntimeError("backend='cuda' was requested but the GPU path is unusable: "
+                               f"{gpu.why_unavailable()}")
+    plan = driver.Plan(n_samples, burnin, thin, trace_every, checkpoint_every,
+                       trace_at_start=True)
+    observed, test, grid, chain, seed, facts, fingerprint = _setup(model, data, sampler, seed,
+                                                                   init, test)
+    kernel = FactorKernel(chain, grid, model, test)
+    params = {**facts, "n_samples": n_samples, "burnin": burnin, "thin": thin,
+              "threads": sampler.n_threads or None}
+    if test is not None:
+        params["test"] = {"nnz": test.nnz}
+
+    def make_result(record):
+        return SampleResult.from_record(record, params, kernel.state())
+
+    return driver.run(kernel, plan, seed=seed, step_size=sampler.step_size,
+                      keep_draws=keep_samples, sample_dir=sample_dir,
+                      moments={"W": False, "H": False},
+                      test_values=None if test is None else test.values,
+                      checkpoint=checkpoint, fingerprint=fingerprint, progress=progress,
+                      callback=callback, make_result=make_result, desc=sampler.kind)
+
+
+class _FitKernel(FactorKernel):
+    """An optimiser's state seen as a kernel: the trace also counts epochs and has only
+    the current state's test RMSE."""
+
+    def __init__(self, chain, grid, model, test, per_epoch):
+        super().__init__(chain, grid, model, test)
+        self.per_epoch = per_epoch
+
+    def trace_point(self, run):
+        point = super().trace_point(None)
+        point.pop("test_rmse_sample", None)
+        return {"epoch": self.counter / self.per_epoch, **point}
+
+
+def fit_nmf(model, data, optimizer, n_epochs=10, seed=None, init=None, test=None,
+            trace_every=None, progress=None, callback=None, checkpoint=None):
+    """MAP estimate of (W, H) with SGD or DSGD; returns a FitResult (see pymf.fit)."""
+    n_epochs = check_count(n_epochs, "n_epochs", 1)
+    observed, test, grid, chain, seed, facts, fingerprint = _setup(model, data, optimizer, seed,
+                                                                   init, test)
+    per_epoch = optimizer.iterations_per_epoch(facts["n_observed"])
+    total = n_epochs * per_epoch
+    trace_every = per_epoch if trace_every is None else check_count(trace_every, "trace_every", 1)
+    kernel = _FitKernel(chain, grid, model, test, per_epoch)
+    plan = driver.Plan(total, 0, total, trace_every, trace_at_start=True)
+    facts["optimizer"] = facts.pop("sampler")
+    params = {**facts, "n_epochs": n_epochs, "threads": optimizer.n_threads or None}
+
+    def make_result(record):
+        return FitResult.from_record(record, params, kernel.state())
+
+    return driver.run(kernel, plan, seed=seed, step_size=optimizer.step_size, keep_draws=False,
+                      checkpoint=checkpoint, fingerprint=fingerprint, progress=progress,
+                      callback=callback, make_result=make_result, desc=optimizer.kind)
