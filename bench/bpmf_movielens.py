@@ -121,7 +121,7 @@ def mpi_round_cost(args, D, threads):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "r.npz")
             proc = subprocess.run([mpiexec, "-n", str(n_ranks), "--bind-to", "none", sys.executable,
-                                   "-m", "pymf.bpmf.mpi", *common, "--out", out], env=env,
+                                   "-m", "pymf.mpi", "dsgld", *common, "--out", out], env=env,
                                   capture_output=True, text=True, cwd=tmp, timeout=600)
             if proc.returncode != 0:
                 return {"failed": proc.stderr[-500:]}

@@ -27,7 +27,7 @@ CHECKPOINT="${CHECKPOINT:-$HOME/pymf-runs/dsgld.checkpoint.npz}"
 mkdir -p "$(dirname "${OUT}")"
 
 # 4 x 4 square split: 16 blocks on 16 workers, 4 chains (one per orthogonal group)
-srun --mpi=pmix python -m pymf.bpmf.mpi --data "${DATA}" --test-fraction 0.2 --split-seed 0 \
+srun --mpi=pmix python -m pymf.mpi dsgld --data "${DATA}" --test-fraction 0.2 --split-seed 0 \
      --rank 30 --tau 1.5 --split square --blocks 4 --batch-size 10000 --round-length 50 \
      --eps0 1e-4 --kappa 1000 --hyper-every 10 --samples 5000 --burnin-rmse 0.95 \
      --burnin 2000 --thin 10 --no-keep-samples --out "${OUT}" \

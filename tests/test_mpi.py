@@ -15,6 +15,7 @@ import pytest
 
 import pymf
 from pymf import mpi
+from pymf.nmf import mpi as nmf_mpi
 
 MOVIELENS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "ml-100k.data")
 MPI_STATE = True if mpi.is_available() else mpi.why_unavailable()
@@ -77,6 +78,39 @@ def test_ring_equals_shared_memory_dense(dense_file, tmp_path, n_ranks):
     assert_same_chain(pymf.load(str(out)), shared)
 
 
+PYTHON_API_SCRIPT = """
+import sys, numpy as np, pymf, pymf.mpi
+from mpi4py import MPI
+V = np.load(sys.argv[1])
+model = pymf.TweedieNMF(4)
+sampler = pymf.PSGLD(blocks=MPI.COMM_WORLD.size, step_size=pymf.PolynomialDecay(1e-3, 0.51))
+res = pymf.mpi.sample(model, V, sampler, 60, thin=3, seed=None, out_dir=sys.argv[2])
+if MPI.COMM_WORLD.rank == 0:
+    print(repr(res.seed))
+"""
+
+
+def test_python_api_takes_a_sampler_and_a_fresh_seed_reproduces_in_shared_memory(
+        dense_file, tmp_path):
+    """pymf.mpi.sample(model, data, sampler, n_samples, ...): pymf.sample's signature; with
+    seed=None every rank uses rank 0's fresh entropy, and result.seed reproduces the run."""
+    V, path = dense_file
+    script = tmp_path / "run.py"
+    script.write_text(PYTHON_API_SCRIPT)
+    command = [mpiexec_path(), "-n", "2", sys.executable, str(script), path, str(tmp_path / "out")]
+    done = subprocess.run(command, cwd=tmp_path, env=mpi_env(), capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, done.stderr
+    distributed = pymf.load(str(tmp_path / "out"))
+    seed = int(done.stdout.strip().splitlines()[-1])
+    assert distributed.seed == seed
+    shared = pymf.sample(pymf.TweedieNMF(4), V, pymf.PSGLD(
+        blocks=2, step_size=pymf.PolynomialDecay(1e-3, 0.51)), n_samples=60, thin=3, seed=seed)
+    assert_same_chain(distributed, shared)
+    with pytest.raises(TypeError, match="HAMCMC cannot sample over MPI a TweedieNMF model"):
+        pymf.mpi.sample(pymf.TweedieNMF(4), V, pymf.HAMCMC(), 10)
+
+
 def test_ring_equals_shared_memory_sparse_permuted(tmp_path):
     V, _, _ = pymf.datasets.make_tweedie_nmf(50, 44, 3, beta=1.0, seed=9)
     mask = np.random.default_rng(0).random(V.shape) < 0.4
@@ -100,7 +134,7 @@ def test_shards_python_api_and_dead_rank_resume(dense_file, tmp_path):
     the last common checkpoint to the very chain an uninterrupted run gives."""
     V, path = dense_file
     pattern = str(tmp_path / "shards" / "part{rank}.npz")
-    mpi.write_shards(path, 2, pattern)
+    nmf_mpi.write_shards(path, 2, pattern)
     out = tmp_path / "run"
     args = ["psgld", "--shards", pattern, "--rank", "4", "--samples", "40000", "--thin", "2000",
             "--step-size", "1e-4", "--checkpoint-every", "500", "--seed", "3", "--out", str(out)]
@@ -150,8 +184,8 @@ def test_bad_setups_fail_on_every_rank_without_hanging(dense_file, tmp_path):
     # ranks that see different data: shard 0 of one data set, shard 1 of another
     other = V.copy()
     other[0, 0] += 1
-    mpi.write_shards(V, 2, str(tmp_path / "a{rank}.npz"))
-    mpi.write_shards(other, 2, str(tmp_path / "b{rank}.npz"))
+    nmf_mpi.write_shards(V, 2, str(tmp_path / "a{rank}.npz"))
+    nmf_mpi.write_shards(other, 2, str(tmp_path / "b{rank}.npz"))
     os.replace(tmp_path / "b1.npz", tmp_path / "a1.npz")
     mixed = run_mpi(2, "psgld", "--shards", str(tmp_path / "a{rank}.npz"), "--rank", "2", "--samples", "5", "--thin", "1",
                     "--out", str(tmp_path / "c"), cwd=tmp_path, timeout=120)

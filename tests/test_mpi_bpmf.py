@@ -36,7 +36,7 @@ def data_file(tmp_path_factory):
 
 
 def run_server(n_ranks, args, cwd, timeout=240):
-    command = [mpiexec_path(), "-n", str(n_ranks), sys.executable, "-m", "pymf.bpmf.mpi", *args]
+    command = [mpiexec_path(), "-n", str(n_ranks), sys.executable, "-m", "pymf.mpi", "dsgld", *args]
     return subprocess.run(command, cwd=cwd, env=mpi_env(), capture_output=True, text=True,
                           timeout=timeout)
 

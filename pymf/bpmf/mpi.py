@@ -1,6 +1,6 @@
 """DSGLD for BPMF over MPI: a parameter server and workers (DSGLD paper, Algorithms 2-3).
 
-    mpiexec -n W+1 python -m pymf.bpmf.mpi --data PATH --rank 10 --split square --blocks 2 \\
+    mpiexec -n W+1 python -m pymf.mpi dsgld --data PATH --rank 10 --split square --blocks 2 \\
         --samples 500 --burnin 100 --thin 5 --out result.npz
 
 Rank 0 is the parameter server: it holds U, V, a, b and the precisions of every chain,
@@ -276,7 +276,7 @@ def load_ratings(path):
 
 def _parser():
     from pymf.cli import bpmf_arguments
-    p = argparse.ArgumentParser(prog="python -m pymf.bpmf.mpi", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m pymf.mpi dsgld", description=__doc__.split("\n")[0])
     bpmf_arguments(p)
     p.add_argument("--out", required=True, help="result .npz (written by rank 0)")
     p.add_argument("--checkpoint", default=None,

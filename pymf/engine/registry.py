@@ -7,7 +7,8 @@ saved kind up here:
     register("sample", TweedieNMF, PSGLD, sample_nmf)      # in the family's package
     register_result(NMFSamples)                            # its .kind names it in files
 """
-_RUNNERS = {"sample": [], "fit": []}
+_RUNNERS = {"sample": [], "fit": [], "mpi": []}
+_LAUNCHERS = {}
 _RESULTS = {}
 _LEGACY = {}
 
@@ -49,16 +50,28 @@ def runner(verb, model, sampler):
             return fn
     fits = sorted({n for m, s, _ in _RUNNERS[verb] if isinstance(model, m) for n in _names(s)})
     models = sorted({n for m, s, _ in _RUNNERS[verb] if isinstance(sampler, s) for n in _names(m)})
-    what = "sampler" if verb == "sample" else "optimizer"
+    what = "optimizer" if verb == "fit" else "sampler"
+    entry, action = {"sample": ("pymf.sample", "sample"), "fit": ("pymf.fit", "fit"),
+                     "mpi": ("pymf.mpi.sample", "sample over MPI")}[verb]
     if not fits and not models:
-        raise TypeError(f"pymf.{verb} cannot run {type(sampler).__name__} on "
-                        f"{type(model).__name__}: neither is known to pymf.{verb}")
+        raise TypeError(f"{entry} cannot run {type(sampler).__name__} on "
+                        f"{type(model).__name__}: neither is known to {entry}")
     hint = (f"; a {type(model).__name__} model takes {', '.join(fits)}" if fits else
             f"; {type(sampler).__name__} runs on {', '.join(models)}")
-    raise TypeError(f"the {what} {type(sampler).__name__} cannot {verb} a "
+    raise TypeError(f"the {what} {type(sampler).__name__} cannot {action} a "
                     f"{type(model).__name__} model{hint}")
 
 
 def pairs(verb):
     """[(model class, sampler class)] registered for verb (docs, the CLI, the tests)."""
     return [(m, s) for m, s, _ in _RUNNERS[verb]]
+
+
+def register_launcher(name, main):
+    """A subcommand of `python -m pymf.mpi NAME ...`: main(argv) gets argv with NAME first
+    and returns the exit status."""
+    _LAUNCHERS[name] = main
+
+
+def launchers():
+    return dict(_LAUNCHERS)

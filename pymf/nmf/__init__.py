@@ -1,8 +1,9 @@
 """The NMF family: Tweedie matrix factorisation (the PSGLD paper's model) sampled by LD,
 SGLD, PSGLD (CPU threads, GPU, MPI ring) and the Poisson-NMF Gibbs sampler, and
 optimised by SGD / DSGD."""
-from pymf.engine.registry import register, register_result
+from pymf.engine.registry import register, register_launcher, register_result
 from pymf.langevin import DSGD, LD, SGD, SGLD
+from pymf.nmf import mpi as _mpi
 from pymf.nmf.models import TweedieNMF
 from pymf.nmf.result import FitResult, SampleResult
 from pymf.nmf.samplers import PSGLD, Gibbs
@@ -12,3 +13,6 @@ register("sample", TweedieNMF, (LD, SGLD, PSGLD, Gibbs), sample_nmf)
 register("fit", TweedieNMF, (SGD, DSGD), fit_nmf)
 register_result(SampleResult, legacy_kinds=(None,))
 register_result(FitResult, legacy_kinds=("fit",))
+register("mpi", TweedieNMF, PSGLD, _mpi.sample_ring)
+register_launcher("psgld", _mpi.main)
+register_launcher("write-shards", _mpi.main)
