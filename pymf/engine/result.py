@@ -64,7 +64,9 @@ class Result:
     def diagnostics(self, variables=None):
         """Rank-normalised split R-hat and bulk / tail ESS (Vehtari et al. 2021, computed by
         arviz-stats) of the per-draw statistics and of `variables` (names of posterior
-        variables; each entry gets its own value). Needs at least 4 kept draws."""
+        variables; each entry gets its own value). Needs at least 4 kept draws; R-hat needs
+        at least 2 chains (arviz-stats gives NaN for one: compare chains of several seeds by
+        stacking their posterior arrays)."""
         from pymf.engine.diagnostics import diagnostics
         draws = dict(self.sample_stats)
         posterior = self.posterior

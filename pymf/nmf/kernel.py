@@ -155,6 +155,14 @@ class FactorKernel(Kernel):
         W, H = self.state()
         return {"W": W[None], "H": H[None]}
 
+    def draw_stats(self):
+        """The Frobenius norms of W and H: cheap scalars whose R-hat and ESS say whether the
+        factors' scale has mixed (the factors themselves are identified only up to
+        permutation and scale)."""
+        W_grid, Ht_grid, _ = self.chain.get_state()
+        return {"norm_W": np.array([np.sqrt(np.einsum("ik,ik->", W_grid, W_grid))]),
+                "norm_H": np.array([np.sqrt(np.einsum("jk,jk->", Ht_grid, Ht_grid))])}
+
     def _current_predictions(self):
         W_grid, Ht_grid, _ = self.chain.get_state()
         return _tweedie.predict_entries(W_grid, Ht_grid, self.test_rows, self.test_cols)
