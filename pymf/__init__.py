@@ -11,7 +11,8 @@ pymf.fit and pymf.load look them up. See README.md and docs/architecture.md.
 """
 __version__ = "0.2.0"
 
-from pymf import bpmf, datasets, hamcmc, nmf  # noqa: F401  (each family registers itself)
+# each family registers itself (in this order: the CLI lists their commands so)
+from pymf import datasets, nmf, bpmf, hamcmc  # noqa: F401, I001
 from pymf.bpmf import BPMF, DSGLD, BPMFFit, BPMFGibbs, BPMFResult
 from pymf.data import Ratings
 from pymf.engine.api import fit, sample

@@ -1,4 +1,6 @@
-"""The command line: pymf sample / predict / info, run as a user would (a subprocess)."""
+"""The command line: pymf sample / fit / bpmf / predict / info, run as a user would (a
+subprocess), its help (every option explained, with its default) and registered commands."""
+import argparse
 import json
 import os
 import subprocess
@@ -117,3 +119,89 @@ def test_command_line_errors_are_one_line_not_tracebacks(tmp_path, capsys):
              "File exists")):
         assert cli.main(argv) == 2
         assert message in capsys.readouterr().err
+
+
+def _subparsers(parser):
+    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return action.choices
+
+
+def _commands():
+    from pymf import cli
+    return list(_subparsers(cli.build_parser()))
+
+
+def test_help_lists_every_subcommand():
+    out = pymf_cli("--help")
+    assert out.returncode == 0, out.stderr
+    for name in ("sample", "fit", "bpmf", "predict", "info"):
+        assert f"    {name} " in out.stdout, name
+
+
+def test_the_parser_has_every_subcommand():
+    from pymf import cli
+    assert {"sample", "fit", "bpmf", "predict", "info"} <= set(_commands())
+    assert all(action.help for action in cli.build_parser()._actions)
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_every_option_has_a_help_line_and_shows_its_default(command, capsys, monkeypatch):
+    from pymf import cli
+    monkeypatch.setenv("COLUMNS", "1000")  # argparse wraps at hyphens too: no wrapping here
+    sub = _subparsers(cli.build_parser())[command]
+    for action in sub._actions:
+        if action.dest != "help":
+            assert action.help, f"pymf {command} {'/'.join(action.option_strings)} has no help"
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([command, "--help"])
+    assert exit_.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for action in sub._actions:
+        if action.dest != "help" and not action.required:
+            assert f"(default: {action.default})" in text, (command, action.option_strings)
+
+
+def test_help_shows_defaults_as_written(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")  # the subprocess's help, unwrapped
+    out = pymf_cli("sample", "--help")
+    assert out.returncode == 0, out.stderr
+    text = " ".join(out.stdout.split())
+    assert "--rank RANK rank K of W (I x K) and H (K x J); also the rank of --data demo " \
+           "(default: 32)" in text
+    assert "(default: pymf-out)" in text and "(default: psgld)" in text
+    bpmf = " ".join(pymf_cli("bpmf", "--help").stdout.split())
+    assert "(default: 0.2)" in bpmf and "(default: pymf-bpmf)" in bpmf
+    assert "(default:" not in pymf_cli("predict", "--help").stdout  # required options: none
+
+
+@pytest.fixture
+def hello_command():
+    from pymf.engine import registry
+    calls = []
+
+    def add_arguments(parser):
+        parser.add_argument("--name", default="world", help="whom to greet")
+
+    def run(args):
+        calls.append(args.name)
+        return 7
+
+    registry.register_command("hello", "greet someone (a test's command)", add_arguments, run)
+    yield calls
+    registry.unregister_command("hello")
+    assert "hello" not in [c[0] for c in registry.commands()]
+
+
+def test_a_registered_command_joins_the_parser(hello_command, capsys):
+    from pymf import cli
+    from pymf.engine import registry
+    names = list(_subparsers(cli.build_parser()))
+    assert names[:2] == ["predict", "info"]
+    assert names[2:] == [c[0] for c in registry.commands()] and names[-1] == "hello"
+    assert {"sample", "fit", "bpmf"} <= set(names)
+    assert cli.main(["hello", "--name", "pymf"]) == 7 and hello_command == ["pymf"]
+    with pytest.raises(SystemExit):
+        cli.main(["hello", "--help"])
+    assert "whom to greet (default: world)" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="two commands claim the name 'hello'"):
+        registry.register_command("hello", "another", lambda parser: None, lambda args: 0)

@@ -10,12 +10,13 @@ the exact baseline and (D)SGD through pymf.fit.
     mean, std = res.predict(users, items, return_std=True)
     res.trace["test_rmse"], res.trace["time"], res.diagnostics()
 """
+from pymf.bpmf import cli as _cli
 from pymf.bpmf import mpi as _mpi
 from pymf.bpmf.models import BPMF
 from pymf.bpmf.result import BPMFFit, BPMFResult
 from pymf.bpmf.samplers import DSGLD, BPMFGibbs
 from pymf.bpmf.sampling import fit_bpmf, sample_bpmf
-from pymf.engine.registry import register, register_launcher, register_result
+from pymf.engine.registry import register, register_command, register_launcher, register_result
 from pymf.langevin import DSGD, SGD, SGLD
 
 register("sample", BPMF, (DSGLD, BPMFGibbs, SGLD), sample_bpmf)
@@ -24,3 +25,4 @@ register_result(BPMFResult, legacy_kinds=("bpmf",))
 register_result(BPMFFit)
 register("mpi", BPMF, DSGLD, _mpi.sample)
 register_launcher("dsgld", lambda argv: _mpi.main(argv[1:]))
+register_command("bpmf", _cli.BPMF_HELP, _cli.bpmf_command_arguments, _cli.cmd_bpmf)

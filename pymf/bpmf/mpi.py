@@ -266,16 +266,16 @@ def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, test=No
 
 
 def load_ratings(path):
-    """The ratings of --data (pymf.cli.read_data_file: MovieLens, .npy, .npz with V or with
+    """The ratings of --data (pymf.cliutil.read_data_file: MovieLens, .npy, .npz with V or with
     rows, cols, values and shape); a dense matrix means every entry is rated."""
-    from pymf.cli import read_data_file
+    from pymf.cliutil import read_data_file
     from pymf.data import Ratings
     data = read_data_file(str(path))
     return data if isinstance(data, Ratings) else Ratings.from_dense(data)
 
 
 def _parser():
-    from pymf.cli import bpmf_arguments
+    from pymf.bpmf.cli import bpmf_arguments
     p = argparse.ArgumentParser(prog="python -m pymf.mpi dsgld", description=__doc__.split("\n")[0])
     bpmf_arguments(p)
     p.add_argument("--out", required=True, help="result .npz (written by rank 0)")
@@ -300,7 +300,7 @@ def main(argv=None):
 
 
 def _run(args):
-    from pymf.cli import bpmf_run_from_args
+    from pymf.bpmf.cli import bpmf_run_from_args
     train, test, model, sampler = bpmf_run_from_args(args, load_ratings(args.data))
     res = sample(model, train, sampler, args.samples, burnin=args.burnin, thin=args.thin,
                  seed=args.seed, test=test, keep_samples=not args.no_keep_samples,

@@ -11,6 +11,7 @@ _RUNNERS = {"sample": [], "fit": [], "mpi": []}
 _LAUNCHERS = {}
 _RESULTS = {}
 _LEGACY = {}
+_COMMANDS = []
 
 
 def register(verb, model_type, sampler_type, runner):
@@ -75,3 +76,26 @@ def register_launcher(name, main):
 
 def launchers():
     return dict(_LAUNCHERS)
+
+
+def register_command(name, help, add_arguments, run):
+    """A subcommand of the `pymf` command line, `pymf NAME ...`: add_arguments(parser) adds
+    its options (each with a help line), run(args) runs it and returns the exit status.
+    pymf.cli adds the registered commands in registration order; a family registers its
+    commands in its package's __init__.py."""
+    for entry in _COMMANDS:
+        if entry[0] == name:
+            if entry[2:] == (add_arguments, run):
+                return
+            raise ValueError(f"two commands claim the name {name!r}")
+    _COMMANDS.append((name, help, add_arguments, run))
+
+
+def unregister_command(name):
+    """Remove the command `name` (a test's or a plug-in's); unknown names are ignored."""
+    _COMMANDS[:] = [entry for entry in _COMMANDS if entry[0] != name]
+
+
+def commands():
+    """[(name, help, add_arguments, run)] in registration order."""
+    return list(_COMMANDS)

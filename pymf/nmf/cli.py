@@ -1,0 +1,245 @@
+"""The NMF family's subcommands, registered in pymf/nmf/__init__.py:
+
+    pymf sample --model tweedie --beta 1 --rank 32 --sampler psgld --blocks 32 \\
+                --data demo --samples 10000 --out DIR
+    pymf sample --sampler gibbs --data demo --samples 200 --out DIR
+    pymf fit --optimizer dsgd --blocks 8 --epochs 20 --data demo --out DIR
+"""
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+from pymf import cliutil
+from pymf.data import Ratings
+from pymf.engine.api import fit, sample
+from pymf.engine.steps import PolynomialDecay
+from pymf.errors import DivergenceError
+from pymf.langevin import DSGD, LD, SGD, SGLD
+from pymf.nmf.models import TweedieNMF
+from pymf.nmf.samplers import PSGLD, Gibbs
+
+SAMPLE_HELP = "sample the posterior of a matrix factorisation"
+FIT_HELP = "MAP estimate with SGD or DSGD (optimisation baselines)"
+
+
+def _model_arguments(parser):
+    parser.add_argument("--model", choices=["tweedie"], default="tweedie",
+                        help="the model: Tweedie NMF, V ~ Tweedie(mu = W H, phi, "
+                             "power 2 - beta)")
+    parser.add_argument("--beta", type=float, default=1.0,
+                        help="beta of the beta-divergence: 2 Gaussian, 1 Poisson, 0 gamma, "
+                             "in (0, 1) compound Poisson")
+    parser.add_argument("--phi", type=float, default=1.0, help="dispersion phi")
+    parser.add_argument("--rank", type=int, default=32,
+                        help="rank K of W (I x K) and H (K x J); also the rank of --data demo")
+    parser.add_argument("--prior", choices=["exponential", "gaussian"], default="exponential",
+                        help="prior of the entries of W and H: exponential (non-negative) "
+                             "or gaussian (real-valued, --beta 2 only)")
+    parser.add_argument("--lam-w", type=float, default=1.0,
+                        help="prior rate (exponential) or precision (gaussian) of W's entries")
+    parser.add_argument("--lam-h", type=float, default=1.0,
+                        help="prior rate (exponential) or precision (gaussian) of H's entries")
+
+
+def _block_arguments(parser, what):
+    parser.add_argument("--blocks", type=int, default=8,
+                        help=f"B: rows and columns are cut into B pieces ({what})")
+    parser.add_argument("--part-order", choices=["cyclic", "random"], default="cyclic",
+                        help="part t runs (t - 1) mod B (cyclic) or a random part, with "
+                             "probability its share of the entries")
+    parser.add_argument("--permute", action="store_true",
+                        help="shuffle rows/columns before blocking")
+
+
+def _step_arguments(parser, default):
+    parser.add_argument("--step-size", type=float, default=default, help="constant step size")
+    parser.add_argument("--step-a", type=float, default=None,
+                        help="eps_t = (a/t)^b, overrides --step-size")
+    parser.add_argument("--step-b", type=float, default=0.51,
+                        help="b of eps_t = (a/t)^b (with --step-a)")
+
+
+def _data_arguments(parser):
+    cliutil.add_data(parser)
+    cliutil.add_demo_size(parser)
+    cliutil.add_test_fraction(parser, 0.0)
+
+
+def sample_arguments(parser):
+    """The options of `pymf sample`."""
+    _model_arguments(parser)
+    parser.add_argument("--sampler", choices=["psgld", "sgld", "ld", "gibbs"], default="psgld",
+                        help="psgld: parallel SGLD on a B x B grid; sgld: minibatch SGLD; ld: "
+                             "Langevin dynamics on all entries; gibbs: the Poisson-NMF Gibbs "
+                             "sampler (beta 1, exponential prior, integer data)")
+    _block_arguments(parser, "PSGLD")
+    parser.add_argument("--backend", choices=["cpu", "cuda"], default="cpu",
+                        help="PSGLD on the CPU (OpenMP) or on a GPU")
+    parser.add_argument("--dtype", choices=["float64", "float32"], default="float64",
+                        help="PSGLD on the GPU: float32 halves the bytes moved (CPU: float64 only)")
+    parser.add_argument("--batch-size", type=float, default=1.0 / 32,
+                        help="SGLD minibatch: a fraction of the entries (<= 1) or a count")
+    _step_arguments(parser, 1e-4)
+    cliutil.add_threads(parser)
+    _data_arguments(parser)
+    parser.add_argument("--samples", type=int, default=2000,
+                        help="iterations (sweeps for gibbs) after burn-in")
+    parser.add_argument("--burnin", type=int, default=0,
+                        help="iterations run first, not kept")
+    parser.add_argument("--thin", type=int, default=10, help="keep every thin-th sample")
+    parser.add_argument("--trace-every", type=int, default=None,
+                        help="iterations between trace points (None: --thin)")
+    cliutil.add_seed(parser, help="random seed of the chain, the demo data and the test split")
+    cliutil.add_out(parser, "pymf-out",
+                    help="output folder: the samples, summary.json (and checkpoint.npz, "
+                         "trace.png)")
+    parser.add_argument("--stream", action="store_true",
+                        help="write samples to --out as they come")
+    cliutil.add_checkpoint(parser)
+    parser.add_argument("--checkpoint-every", type=int, default=None,
+                        help="iterations between checkpoints (None: a tenth of the run)")
+    parser.add_argument("--plot", action="store_true", help="write OUT/trace.png")
+    cliutil.add_no_progress(parser)
+
+
+def fit_arguments(parser):
+    """The options of `pymf fit`."""
+    _model_arguments(parser)
+    parser.add_argument("--optimizer", choices=["dsgd", "sgd"], default="dsgd",
+                        help="dsgd: distributed SGD on a B x B grid; sgd: plain SGD")
+    _block_arguments(parser, "DSGD")
+    _step_arguments(parser, 1e-3)
+    parser.add_argument("--epochs", type=int, default=20,
+                        help="passes over the data (DSGD: B iterations each)")
+    cliutil.add_threads(parser)
+    _data_arguments(parser)
+    cliutil.add_seed(parser, help="random seed of the optimiser, the demo data and the "
+                                  "test split")
+    cliutil.add_out(parser, "pymf-fit",
+                    help="output folder: fit.npz and summary.json")
+    cliutil.add_no_progress(parser)
+
+
+def _data_and_model(args):
+    """The training data, an optional held-out split (--test-fraction) and the model."""
+    data = cliutil.load_data(args.data, args)
+    test = None
+    if args.test_fraction > 0:
+        ratings = data if isinstance(data, Ratings) else Ratings.from_dense(data)
+        data, test = ratings.split(args.test_fraction, seed=args.seed)
+    model = TweedieNMF(args.rank, beta=args.beta, phi=args.phi, prior=args.prior,
+                       lam_w=args.lam_w, lam_h=args.lam_h)
+    return data, test, model
+
+
+def _make_sampler(args):
+    if args.step_a is not None:
+        step = PolynomialDecay(args.step_a, args.step_b)
+    else:
+        step = args.step_size
+    if args.sampler == "psgld":
+        return PSGLD(blocks=args.blocks, step_size=step, part_order=args.part_order,
+                     permute=args.permute, n_threads=args.threads, backend=args.backend,
+                     dtype=args.dtype)
+    if args.sampler == "sgld":
+        batch = int(args.batch_size) if args.batch_size > 1 else args.batch_size
+        return SGLD(step_size=step, batch_size=batch, n_threads=args.threads)
+    if args.sampler == "gibbs":
+        return Gibbs(n_threads=args.threads)
+    return LD(step_size=step, n_threads=args.threads)
+
+
+def cmd_sample(args):
+    data, test, model = _data_and_model(args)
+    sampler = _make_sampler(args)
+    os.makedirs(args.out, exist_ok=True)
+    checkpoint = os.path.join(args.out, "checkpoint.npz") if args.checkpoint else None
+    started = time.perf_counter()
+    try:
+        result = sample(model, data, sampler, n_samples=args.samples, burnin=args.burnin,
+                        thin=args.thin, seed=args.seed, test=test,
+                        trace_every=args.trace_every,
+                        sample_dir=args.out if args.stream else None,
+                        checkpoint=checkpoint, checkpoint_every=args.checkpoint_every,
+                        progress=None if not args.no_progress else False)
+    except DivergenceError as exc:
+        if exc.result is not None:
+            exc.result.save(args.out)
+        print(f"pymf: error: {exc}\n(the samples kept before it are in {args.out})", file=sys.stderr)
+        return 2
+    wall = time.perf_counter() - started
+    result.save(args.out)
+    iterations = result.iterations
+    sampling = float(result.trace["time"][-1])
+    summary = {
+        "model": model.params(), "sampler": sampler.params(), "shape": list(np.shape(data)),
+        "iterations": iterations, "kept_samples": result.n_kept,
+        "sampling_seconds": round(sampling, 4), "wall_seconds": round(wall, 4),
+        "samples_per_second": round(iterations / sampling, 2) if sampling > 0 else None,
+        "final_loglik": float(result.trace["loglik"][-1]),
+        "interrupted": result.interrupted, "out": os.path.abspath(args.out),
+    }
+    if "test_rmse" in result.trace:
+        summary["final_test_rmse"] = float(result.trace["test_rmse"][-1])
+    if args.plot:
+        summary["plot"] = _plot_trace(result, os.path.join(args.out, "trace.png"))
+    with open(os.path.join(args.out, "summary.json"), "w") as fh:
+        json.dump(summary, fh, indent=2)
+    print(json.dumps(summary, indent=2))
+    print(f"\n{sampler.kind}: {iterations} iterations in {sampling:.2f} s "
+          f"({summary['samples_per_second']} samples/s), final log-likelihood "
+          f"{summary['final_loglik']:.6g}; results in {summary['out']}")
+    return 0
+
+
+def _plot_trace(result, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed: no plot"
+    fig, ax = plt.subplots(figsize=(6, 4))
+    time_axis = np.maximum(result.trace["time"], 1e-4)
+    ax.plot(time_axis, result.trace["loglik"])
+    ax.set_xscale("log")
+    ax.set_xlabel("sampling time (s)")
+    ax.set_ylabel("log-likelihood (up to a constant)")
+    ax.set_title(result.params["sampler"]["sampler"])
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def cmd_fit(args):
+    data, test, model = _data_and_model(args)
+    step = PolynomialDecay(args.step_a, args.step_b) if args.step_a is not None else args.step_size
+    if args.optimizer == "dsgd":
+        optimizer = DSGD(blocks=args.blocks, step_size=step, part_order=args.part_order,
+                         permute=args.permute, n_threads=args.threads)
+    else:
+        optimizer = SGD(step_size=step, n_threads=args.threads)
+    try:
+        result = fit(model, data, optimizer, n_epochs=args.epochs, seed=args.seed, test=test,
+                     progress=None if not args.no_progress else False)
+    except DivergenceError as exc:
+        print(f"pymf: error: {exc}", file=sys.stderr)
+        return 2
+    os.makedirs(args.out, exist_ok=True)
+    result.save(os.path.join(args.out, "fit.npz"))
+    summary = {"model": model.params(), "optimizer": optimizer.params(),
+               "iterations": result.iterations, "epochs": args.epochs,
+               "seconds": round(float(result.trace["time"][-1]), 4),
+               "final_loglik": float(result.trace["loglik"][-1]),
+               "final_logpost": float(result.trace["logpost"][-1]),
+               "out": os.path.abspath(args.out)}
+    if test is not None:
+        summary["final_test_rmse"] = float(result.trace["test_rmse"][-1])
+    with open(os.path.join(args.out, "summary.json"), "w") as fh:
+        json.dump(summary, fh, indent=2)
+    print(json.dumps(summary, indent=2))
+    return 0
