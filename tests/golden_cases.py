@@ -28,7 +28,6 @@ a resumed run); only the latter is recorded. MPI_CASES run under mpiexec.
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ import warnings
 import numpy as np
 
 import pymf
+from support import mpi_env, mpiexec_path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "golden_results.json")
@@ -459,18 +459,6 @@ def linear(kind):
 
 
 # -------------------------------------------------------------------------------- MPI
-
-def mpiexec_path():
-    beside_python = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    return beside_python if os.path.exists(beside_python) else shutil.which("mpiexec")
-
-
-def mpi_env():
-    return dict(os.environ, CI="1", OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
-                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                PRTE_MCA_rmaps_default_mapping_policy=":oversubscribe",
-                OMPI_MCA_rmaps_base_oversubscribe="1")
-
 
 def run_mpi(n_ranks, module, args, cwd):
     command = [mpiexec_path(), "-n", str(n_ranks), sys.executable, "-m", module, *args]

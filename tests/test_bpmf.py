@@ -9,21 +9,13 @@ import json
 import numpy as np
 import pytest
 from mcmc_stats import batch_means, bonferroni_z, z_scores
+from support import synthetic_ratings as synthetic
 
 import pymf
 from pymf import _bpmf
-from pymf.bpmf.layout import Layout, bpmf_seeds
+from pymf.bpmf.layout import Layout
 
 ALPHA = 1e-3
-
-
-def synthetic(L=30, M=20, D=2, density=0.5, seed=1):
-    rng = np.random.default_rng(seed)
-    U = rng.normal(0, 0.8, (L, D))
-    V = rng.normal(0, 0.8, (M, D))
-    rows, cols = np.nonzero(rng.random((L, M)) < density)
-    vals = 3 + (U @ V.T)[rows, cols] + rng.normal(0, 0.7, len(rows))
-    return pymf.Ratings(rows, cols, vals, shape=(L, M))
 
 
 def c_model(model, mean):
@@ -91,6 +83,7 @@ def test_bias_correctors_match_formula():
     np.testing.assert_allclose(h_item, expect_i, rtol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("grid", [(2, 2), (3, 1), (2, 3), (1, 1)])
 def test_bias_corrected_estimator_is_unbiased(grid):
     """Average of the minibatch estimator over the schedule (block s with frequency v(s))
@@ -133,6 +126,7 @@ def test_bias_corrected_estimator_is_unbiased(grid):
     assert np.abs(z).max() < bonferroni_z(ALPHA, full.size), np.abs(z).max()
 
 
+@pytest.mark.slow
 def test_estimator_without_corrector_is_rejected():
     """The same test rejects the estimator with hbar = 1 (prior not corrected)."""
     R = synthetic(L=8, M=7, D=2, density=0.7)
@@ -162,6 +156,7 @@ def _gibbs_chain(model, R, hyperprior, seed=0):
     return chain, by_user, by_item
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hyperprior", ["gamma", "wishart"])
 def test_gibbs_conditionals_geweke(hyperprior):
     """Geweke's successive-conditional test: alternating a Gibbs sweep with a fresh draw of
@@ -247,6 +242,7 @@ def small_problem():
     return model, train, test, gibbs
 
 
+@pytest.mark.slow
 def test_dsgld_posterior_predictive_matches_gibbs(small_problem):
     """DSGLD (2 x 2 square split, 2 chains, 2 runs) against the exact Gibbs sampler of the
     same model: posterior predictive mean and second moment of every held-out rating and
@@ -261,6 +257,7 @@ def test_dsgld_posterior_predictive_matches_gibbs(small_problem):
     assert max(np.abs(z1).max(), np.abs(z2).max(), abs(zt)) < crit, (z1, z2, zt)
 
 
+@pytest.mark.slow
 def test_paper_noise_samples_a_tempered_posterior(small_problem):
     """Power check and the reason for noise_correction: with the paper's N(0, 2 eps) noise
     on touched rows only, the predictive spread is too narrow and the test rejects it."""
@@ -272,6 +269,7 @@ def test_paper_noise_samples_a_tempered_posterior(small_problem):
     assert zt < -bonferroni_z(ALPHA, 2 * test.nnz + 1), zt
 
 
+@pytest.mark.slow
 def test_wishart_gibbs_and_dsgld_agree_on_predictions(small_problem):
     """The original BPMF (Normal-Wishart) is a different prior, so this is a sanity check,
     not a correctness test (that is the Geweke test): predictive means within 0.05 RMS and

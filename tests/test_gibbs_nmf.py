@@ -44,6 +44,7 @@ def geweke_draws(n_steps, lam_sampler, seed):
     return np.array(out)
 
 
+@pytest.mark.slow
 def test_geweke_getting_it_right():
     """Prior moments of every w and h (mean and second moment) from the successive-
     conditional simulator, 4 chains x 6000 steps, z-test with batch means at a family-wise
@@ -55,6 +56,7 @@ def test_geweke_getting_it_right():
     assert np.all(np.abs(z) < bonferroni_z(ALPHA, z.size)), np.round(z, 2)
 
 
+@pytest.mark.slow
 def test_geweke_detects_a_wrong_conditional():
     """The same test has power: a sampler whose Gamma rate uses lam = 1.6 instead of the
     prior's 1.0 is rejected."""
@@ -77,6 +79,7 @@ def c_gibbs_wh(data, n_chains, n_samples, first_seed):
     return np.stack(draws)
 
 
+@pytest.mark.slow
 def test_c_gibbs_matches_numpy_reference_posterior():
     """E[(W H)_ij] on the 3 x 4 count matrix V_POISSON (K = 2, lam = 1): 8 C chains x 20000
     sweeps against 64 chains x 3500 kept sweeps of the independent NumPy sampler; z-test,
@@ -95,6 +98,7 @@ def full_ratings(V):
     return pymf.Ratings(rows, cols, V[rows, cols], shape=V.shape)
 
 
+@pytest.mark.slow
 def test_dense_and_fully_observed_sparse_give_the_same_posterior():
     """Sparse data with every entry observed is the dense problem: E[(W H)_ij] and
     E[(W H)_ij^2] from 4 + 4 chains with different seeds agree (z-test, Bonferroni over 24

@@ -140,6 +140,7 @@ def _exact_moments(mean, cov):
     return np.concatenate([mean, (cov + np.outer(mean, mean))[np.triu_indices(len(mean))]])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch_size", [None, 0.25], ids=["full-data", "minibatch"])
 def test_hamcmc_samples_the_exact_posterior(problem, batch_size):
     """HAMCMC (M = 4, constant eps = 0.01 in the units of H) on a correlated 3-D posterior:

@@ -4,7 +4,6 @@ Skipped (with the reason) where mpi4py or an MPI library is missing."""
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,23 +15,11 @@ import pytest
 import pymf
 from pymf import mpi
 from pymf.nmf import mpi as nmf_mpi
+from support import mpi_env, mpiexec_path
 
 MOVIELENS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "ml-100k.data")
 MPI_STATE = True if mpi.is_available() else mpi.why_unavailable()
 pytestmark = pytest.mark.skipif(MPI_STATE is not True, reason=f"MPI is not usable: {MPI_STATE}")
-
-
-def mpiexec_path():
-    beside_python = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    return beside_python if os.path.exists(beside_python) else shutil.which("mpiexec")
-
-
-def mpi_env():
-    env = dict(os.environ, CI="1", OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
-               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               PRTE_MCA_rmaps_default_mapping_policy=":oversubscribe",
-               OMPI_MCA_rmaps_base_oversubscribe="1")
-    return env
 
 
 def run_mpi(n_ranks, *args, cwd, timeout=240, wait=True):

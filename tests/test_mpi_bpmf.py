@@ -3,7 +3,6 @@ shared-memory sampler with the same seed and settings, for several worker counts
 splits; a diverging block stops every rank with an error naming the round. Skipped (with
 the reason) where mpi4py or an MPI library is missing."""
 import json
-import os
 import subprocess
 import sys
 
@@ -15,21 +14,12 @@ from pymf import mpi
 
 MPI_STATE = True if mpi.is_available() else mpi.why_unavailable()
 pytestmark = pytest.mark.skipif(MPI_STATE is not True, reason=f"MPI is not usable: {MPI_STATE}")
-sys.path.insert(0, os.path.dirname(__file__))
-from test_mpi import mpi_env, mpiexec_path  # noqa: E402
-
-
-def synthetic(L=40, M=30, D=3, seed=1):
-    rng = np.random.default_rng(seed)
-    rows, cols = np.nonzero(rng.random((L, M)) < 0.5)
-    U, V = rng.normal(0, 0.8, (L, D)), rng.normal(0, 0.8, (M, D))
-    vals = 3 + (U @ V.T)[rows, cols] + rng.normal(0, 0.7, len(rows))
-    return pymf.Ratings(rows, cols, vals, shape=(L, M))
+from support import mpi_env, mpiexec_path, synthetic_ratings
 
 
 @pytest.fixture(scope="module")
 def data_file(tmp_path_factory):
-    R = synthetic()
+    R = synthetic_ratings(L=40, M=30, D=3)
     path = tmp_path_factory.mktemp("bpmf") / "ratings.npz"
     np.savez(path, rows=R.rows, cols=R.cols, values=R.values, shape=np.array(R.shape))
     return R, str(path)

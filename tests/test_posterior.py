@@ -22,6 +22,7 @@ import pymf
 from mcmc_stats import batch_means, bonferroni_z, z_scores
 
 ALPHA = 1e-3
+pytestmark = pytest.mark.slow  # long chains against exact references
 
 # ---------------------------------------------------------------- Gaussian model -----
 SIGMA2 = 0.5
