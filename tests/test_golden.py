@@ -63,12 +63,11 @@ def _failure_message(name, target, got, expected, differing):
 
 
 @pytest.mark.parametrize("name", list(golden_cases.CASES))
-def test_golden(name):
+def test_golden(name, request):
     if name in golden_cases.MPI_CASES:
         if MPI_STATE is not True:
             pytest.skip(f"MPI is not usable: {MPI_STATE}")
-        if golden_cases.mpiexec_path() is None:
-            pytest.skip("MPI is not usable: no mpiexec beside python or on PATH")
+        request.getfixturevalue("mpiexec")  # skips where there is none
     target = golden_cases.recorded_name(name)
     assert target in RECORDED, (f"golden case {target!r} is not recorded: run "
                                 f"python tests/golden_cases.py --write {target}")

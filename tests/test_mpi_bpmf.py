@@ -14,11 +14,11 @@ from pymf import mpi
 
 MPI_STATE = True if mpi.is_available() else mpi.why_unavailable()
 pytestmark = pytest.mark.skipif(MPI_STATE is not True, reason=f"MPI is not usable: {MPI_STATE}")
-from support import mpi_env, mpiexec_path, synthetic_ratings
+from support import mpi_env, mpiexec_path
 
 
 @pytest.fixture(scope="module")
-def data_file(tmp_path_factory):
+def data_file(tmp_path_factory, synthetic_ratings):
     R = synthetic_ratings(L=40, M=30, D=3)
     path = tmp_path_factory.mktemp("bpmf") / "ratings.npz"
     np.savez(path, rows=R.rows, cols=R.cols, values=R.values, shape=np.array(R.shape))
