@@ -77,40 +77,6 @@ class SGLD(_Langevin):
         return f"SGLD(step_size={self.step_size!r}, batch_size={self._batch})"
 
 
-class LD(_Langevin):
-    """Langevin dynamics: the full likelihood gradient at every iteration."""
-    kind = "ld"
-
-    def __init__(self, step_size=1e-3, n_threads=None, blocks=None):
-        super().__init__(step_size, blocks, n_threads, permute=False)
-
-    def __repr__(self):
-        return f"LD(step_size={self.step_size!r})"
-
-
-class SGLD(_Langevin):
-    """Stochastic gradient LD: batch_size entries drawn with replacement per iteration.
-
-    batch_size: an int, or a float in (0, 1] meaning that fraction of the N entries
-    (the paper's setting is N / 32)."""
-    kind = "sgld"
-
-    def __init__(self, step_size=1e-3, batch_size=1.0 / 32, n_threads=None, blocks=None):
-        super().__init__(step_size, blocks, n_threads, permute=False)
-        self._batch = check_batch_size(batch_size)
-
-    def batch_size(self, n_observed):
-        return batch_count(self._batch, n_observed)
-
-    def params(self):
-        out = super().params()
-        out["batch_size"] = self._batch
-        return out
-
-    def __repr__(self):
-        return f"SGLD(step_size={self.step_size!r}, batch_size={self._batch})"
-
-
 class SGD:
     """Plain SGD: each iteration applies batch_size single-entry moves drawn with
     replacement (default: N / 16 per iteration, so 16 iterations make an epoch)."""
