@@ -1,0 +1,145 @@
+"""The README's Python examples run as written, against the installed package.
+
+Each ```python block is run in order in one namespace per section, in a temporary folder.
+Only the run lengths and sizes are scaled down (the substitutions below, each of which must
+match, so that an edited README cannot silently escape the test); every name, argument and
+attribute the README shows is used as shown. The MovieLens block reads the data from the
+shared data folder and is skipped where it is absent."""
+import os
+import re
+
+import pytest
+
+README = os.path.join(os.path.dirname(__file__), "..", "README.md")
+MOVIELENS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "ml-100k.data")
+
+# (pattern, replacement): smaller problems and shorter runs, nothing else
+SCALE_DOWN = [
+    (r"make_tweedie_nmf\(512, 512, 32,", "make_tweedie_nmf(48, 40, 32,"),
+    (r"PSGLD\(blocks=16,", "PSGLD(blocks=4,"),
+    (r"n_samples=5000, burnin=1000, thin=50", "n_samples=40, burnin=10, thin=5"),
+    (r"pymf\.Gibbs\(\), n_samples=500\)", "pymf.Gibbs(), n_samples=20)"),
+    (r"DSGD\(blocks=8,", "DSGD(blocks=4,"),
+    (r"n_epochs=20,", "n_epochs=3,"),
+    (r'load_movielens\("ml-100k/u.data"\)', "load_movielens(MOVIELENS)"),
+    (r"n_samples=2000, burnin=200, thin=5", "n_samples=40, burnin=10, thin=5"),
+    (r"pymf\.BPMFGibbs\(\), n_samples=600,", "pymf.BPMFGibbs(), n_samples=5,"),
+    (r"n_epochs=1000,", "n_epochs=2,"),
+    (r"make_linear_gaussian\(1000, 10,", "make_linear_gaussian(200, 5,"),
+    (r"n_samples=20_000, burnin=10_000", "n_samples=200, burnin=100"),
+]
+
+
+def _blocks():
+    text = open(README, encoding="utf-8").read()
+    return re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
+
+
+def _scaled(code, used):
+    for i, (pattern, replacement) in enumerate(SCALE_DOWN):
+        code, n = re.subn(pattern, replacement, code)
+        used[i] += n
+    return code
+
+
+@pytest.fixture(scope="module")
+def blocks():
+    found = _blocks()
+    assert len(found) == 4, f"the README has {len(found)} Python blocks; this test knows 4"
+    return found
+
+
+def _run(codes, tmp_path, monkeypatch, namespace=None):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CI", "1")  # no progress bars
+    namespace = {} if namespace is None else namespace
+    used = [0] * len(SCALE_DOWN)
+    for code in codes:
+        exec(compile(_scaled(code, used), "README.md", "exec"), namespace)
+    return namespace, used
+
+
+def test_nmf_and_baselines(blocks, tmp_path, monkeypatch):
+    ns, used = _run(blocks[:2], tmp_path, monkeypatch)
+    assert ns["res"].kind == "nmf_samples" and ns["fit"].kind == "nmf_fit"
+    assert (tmp_path / "run.npz").exists() and (tmp_path / "result_dir").is_dir()
+    assert all(used[:6]), [p for (p, _), n in zip(SCALE_DOWN[:6], used[:6]) if not n]
+
+
+@pytest.mark.skipif(not os.path.exists(MOVIELENS), reason="MovieLens-100K is not in ../shared/data")
+def test_bpmf(blocks, tmp_path, monkeypatch):
+    ns, used = _run(["import pymf\n", blocks[2]], tmp_path, monkeypatch, {"MOVIELENS": MOVIELENS})
+    assert ns["res"].kind == "bpmf_samples" and ns["fit"].kind == "bpmf_fit"
+    assert all(used[6:10]), [p for (p, _), n in zip(SCALE_DOWN[6:10], used[6:10]) if not n]
+
+
+def test_hamcmc(blocks, tmp_path, monkeypatch):
+    ns, used = _run(["import pymf\n", blocks[3]], tmp_path, monkeypatch)
+    assert ns["res"].samples.shape[-1] == 5
+    assert all(used[10:]), [p for (p, _), n in zip(SCALE_DOWN[10:], used[10:]) if not n]
+
+
+# the command-line block: the same options, smaller problems and shorter runs
+CLI_SCALE_DOWN = [
+    (r"--blocks 32", "--blocks 4"),
+    (r"--demo-size 1024", "--demo-size 48"),
+    (r"--rank 32", "--rank 4"),
+    (r"--samples 10000", "--samples 40"),
+    (r"--samples 500", "--samples 20"),
+    (r"--epochs 20", "--epochs 3"),
+    (r"--blocks 8", "--blocks 4"),
+    (r"\[(--[a-z-]+)\]", r"\1"),  # optional flags shown in brackets: given
+]
+
+
+def _cli_lines():
+    text = open(README, encoding="utf-8").read()
+    section = text[text.index("## Command line"):]
+    block = re.search(r"^```sh\n(.*?)^```", section, flags=re.S | re.M).group(1)
+    lines, current = [], ""
+    for raw in block.splitlines():
+        line = raw.split("#")[0].rstrip()
+        current = f"{current} {line.strip()}".strip() if current else line.strip()
+        if current.endswith("\\"):
+            current = current[:-1].rstrip()
+            continue
+        if current:
+            lines.append(current)
+        current = ""
+    return lines
+
+
+def test_command_line(tmp_path, monkeypatch):
+    """Every `pymf ...` line of the README's command-line block runs and exits 0 (DIR is a
+    folder of this test; ratings.csv a small MovieLens-style file)."""
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    rows, cols = np.nonzero(rng.random((100, 80)) < 0.4)
+    with open(tmp_path / "ratings.csv", "w") as out:
+        out.write("userId,movieId,rating,timestamp\n")
+        for r, c in zip(rows, cols):
+            out.write(f"{r + 1},{c + 1},{rng.integers(1, 6)},0\n")
+    lines = _cli_lines()
+    assert len(lines) == 7, lines
+    env = dict(os.environ, CI="1")
+    used = [0] * len(CLI_SCALE_DOWN)
+    out_dirs = iter(["sampled", "gibbs", "fitted", "bpmf"])
+    last_out = None
+    for line in lines:
+        assert line.startswith("pymf "), line
+        for i, (pattern, replacement) in enumerate(CLI_SCALE_DOWN):
+            line, n = re.subn(pattern, replacement, line)
+            used[i] += n
+        if "--out DIR" in line:
+            last_out = next(out_dirs)
+            line = line.replace("--out DIR", f"--out {last_out}")
+        line = line.replace("--result DIR", "--result sampled")
+        done = subprocess.run([sys.executable, "-m", "pymf", *line.split()[1:]], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
+    assert all(used), [p for (p, _), n in zip(CLI_SCALE_DOWN, used) if not n]
+    assert last_out == "bpmf"
