@@ -74,6 +74,22 @@ def open_checkpoint(path):
     return archive
 
 
+def check_key(archive, path, key):
+    """Refuse (ValueError) an open checkpoint written by a run other than the one `key`
+    (pymf.engine.driver.checkpoint_key) describes."""
+    if str(archive["fingerprint"]) != key:
+        raise ValueError(
+            f"the checkpoint {path!r} was written by a different run (model, sampler, "
+            "seed, data, init or run length differ); remove it or pass another path")
+
+
+def check_checkpoint(path, key):
+    """Raise ValueError unless `path` is a readable checkpoint of the run `key` describes
+    (a process that must know before the run loop reads it: the MPI ring's rank 0)."""
+    with open_checkpoint(path) as archive:
+        check_key(archive, path, key)
+
+
 class DrawStore:
     """The kept draws of a run: for every variable an array (draw, chain, ...), in memory
     or as .npy memory maps in sample_dir ({name}_samples.npy) written as the run goes. A
