@@ -1,7 +1,7 @@
 #!/bin/bash
 # Distributed PSGLD on a Slurm cluster: one MPI rank per block (B = number of tasks), each
 # rank with OpenMP threads on its own cores. Submit with `sbatch bench/slurm_psgld.sh`;
-# resubmitting the same script resumes from the last checkpoint every rank wrote.
+# resubmitting the same script resumes from the checkpoint rank 0 wrote (RUN_DIR/checkpoint.npz).
 #
 # Needs: pymf installed in a virtualenv on a shared file system, built against the cluster's
 # MPI (pip install --no-binary mpi4py mpi4py, with the site's mpicc on PATH; do not install

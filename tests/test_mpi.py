@@ -1,6 +1,8 @@
 """Distributed PSGLD under a real mpiexec: the ring reproduces the shared-memory chain bit
-for bit, resumes after a rank dies, and refuses bad set-ups on every rank without hanging.
-Skipped (with the reason) where mpi4py or an MPI library is missing."""
+for bit, resumes after a rank dies, after Ctrl-C and after a callback stopped it (from its
+own checkpoint or from a shared-memory run's, and shared memory resumes the ring's), diverges
+where shared memory does, and refuses bad set-ups on every rank without hanging. Skipped
+(with the reason) where mpi4py or an MPI library is missing."""
 import json
 import os
 import re
@@ -116,9 +118,16 @@ def test_ring_equals_shared_memory_sparse_permuted(tmp_path):
     assert_same_chain(pymf.load(str(tmp_path / "run")), shared)
 
 
+def wait_for(path, job, seconds=120):
+    deadline = time.time() + seconds
+    while time.time() < deadline and not path.exists() and job.poll() is None:
+        time.sleep(0.05)
+    assert path.exists(), f"{path} was not written"
+
+
 def test_shards_python_api_and_dead_rank_resume(dense_file, tmp_path):
     """Shard files; a rank killed with SIGKILL ends the job (no hang) and a rerun resumes from
-    the last common checkpoint to the very chain an uninterrupted run gives."""
+    the last checkpoint to the very chain an uninterrupted run gives."""
     V, path = dense_file
     pattern = str(tmp_path / "shards" / "part{rank}.npz")
     nmf_mpi.write_shards(path, 2, pattern)
@@ -126,14 +135,8 @@ def test_shards_python_api_and_dead_rank_resume(dense_file, tmp_path):
     args = ["psgld", "--shards", pattern, "--rank", "4", "--samples", "40000", "--thin", "2000",
             "--step-size", "1e-4", "--checkpoint-every", "500", "--seed", "3", "--out", str(out)]
     job = run_mpi(2, *args, cwd=tmp_path, wait=False)
-    deadline = time.time() + 120
+    wait_for(out / "checkpoint.npz", job)
     pid_file = out / "rank1.pid"
-    def checkpoints_of_rank1():
-        folder = out / "checkpoint"
-        return list(folder.glob("rank1.t*.npz")) if folder.exists() else []
-
-    while time.time() < deadline and not checkpoints_of_rank1():
-        time.sleep(0.05)
     assert pid_file.exists()
     os.kill(int(pid_file.read_text()), signal.SIGKILL)
     job.communicate(timeout=120)  # the job ends: no hang
@@ -179,28 +182,31 @@ def test_bad_setups_fail_on_every_rank_without_hanging(dense_file, tmp_path):
     assert mixed.returncode != 0 and "ranks see different data" in mixed.stderr
 
 
-def test_unfinished_and_damaged_checkpoints(dense_file, tmp_path):
-    """A rank killed while writing leaves a .tmp file: resuming ignores it. A damaged
-    finished checkpoint fails every rank with the same message instead of hanging the others
-    (found by CI: the resume once read a half-written .tmp file and the other rank waited)."""
+def test_unfinished_damaged_and_foreign_checkpoints(dense_file, tmp_path):
+    """Rank 0 killed while writing leaves a .tmp file: resuming ignores it. A damaged
+    checkpoint, or one of another run, fails every rank with the same message instead of
+    hanging the others (found by CI: the resume once read a half-written .tmp file and the
+    other rank waited)."""
     _, path = dense_file
     out = tmp_path / "run"
     args = ["psgld", "--data", path, "--rank", "2", "--samples", "200", "--thin", "50",
             "--checkpoint-every", "50", "--out", str(out)]
     assert run_mpi(2, *args, cwd=tmp_path, timeout=120).returncode == 0
-    for r in range(2):
-        (out / "checkpoint" / f"rank{r}.t999.npz.tmp.npz").write_bytes(b"half a file")
+    (out / "checkpoint.tmp.npz").write_bytes(b"half a file")
     again = run_mpi(2, *args, cwd=tmp_path, timeout=120)
     assert again.returncode == 0, again.stderr
-    (out / "checkpoint" / "rank1.t200.npz").write_bytes(b"PK garbage")
+    other = run_mpi(2, *args[:-2], "--seed", "99", "--out", str(out), cwd=tmp_path, timeout=120)
+    assert other.returncode != 0 and "written by a different run" in other.stderr
+    (out / "checkpoint.npz").write_bytes(b"PK garbage")
     damaged = run_mpi(2, *args, cwd=tmp_path, timeout=120)
     assert damaged.returncode != 0
     assert "cannot be read" in damaged.stderr
 
 
 def test_divergence_ends_every_rank_naming_the_iteration(dense_file, tmp_path):
-    """A block that overflows is never sent: its rank names the iteration and aborts the
-    job (no hang), and the checkpoints left hold finite states from before it."""
+    """A block that overflows is never sent on: every rank stops at the iteration (no hang),
+    the launcher names it and saves the draws kept before it, and the checkpoint left holds
+    a finite state from before it."""
     _, path = dense_file
     out = tmp_path / "run"
     done = run_mpi(2, "psgld", "--data", path, "--rank", "2", "--samples", "200", "--thin", "1",
@@ -209,9 +215,159 @@ def test_divergence_ends_every_rank_naming_the_iteration(dense_file, tmp_path):
     assert done.returncode != 0
     assert "DivergenceError" in done.stderr
     diverged_at = int(re.search(r"diverged at iteration (\d+)", done.stderr).group(1))
-    checkpoints = list((out / "checkpoint").glob("rank*.t*.npz"))
-    assert checkpoints  # this step size overflows only after a few iterations
-    for checkpoint in checkpoints:
-        with np.load(checkpoint) as ck:
-            assert int(ck["t"]) < diverged_at
-            assert np.all(np.isfinite(ck["W_piece"])) and np.all(np.isfinite(ck["H_piece"]))
+    with np.load(out / "checkpoint.npz") as ck:  # this step size overflows after a few
+        assert int(ck["kernel_t"]) == diverged_at - 1
+        assert np.all(np.isfinite(ck["kernel_W_grid"])) and np.all(np.isfinite(ck["kernel_Ht_grid"]))
+    partial = pymf.load(str(out))
+    assert partial.interrupted and partial.n_kept == diverged_at - 1
+
+
+RING_SCRIPT = """
+import json, sys, numpy as np, pymf, pymf.mpi
+from mpi4py import MPI
+opts = json.loads(sys.argv[1])
+rank = MPI.COMM_WORLD.rank
+sampler = pymf.PSGLD(blocks=MPI.COMM_WORLD.size, step_size=opts["step_size"])
+def callback(info):
+    if info["iteration"] >= opts.get("interrupt_at", np.inf):
+        raise KeyboardInterrupt  # a Ctrl-C, for the engine's loop
+    return info["iteration"] >= opts.get("stop_at", np.inf)
+try:
+    res = pymf.mpi.sample(pymf.TweedieNMF(4), np.load(opts["data"]), sampler, opts["n_samples"],
+                          thin=opts["thin"], trace_every=opts.get("trace_every"),
+                          seed=opts["seed"], out_dir=opts["out"],
+                          checkpoint_every=opts["checkpoint_every"], callback=callback)
+    report = {"iterations": res.iterations, "n_kept": res.n_kept, "interrupted": res.interrupted}
+except pymf.DivergenceError as exc:
+    report = {"diverged": exc.iteration, "result": exc.result is not None}
+    if rank == 0:
+        np.savez(opts["out"] + "-state.npz", **exc.state)
+        exc.result.save(opts["out"] + "-partial.npz")
+print(json.dumps({"rank": rank, **report}))
+"""
+
+RUN = {"n_samples": 600, "thin": 20, "seed": 4, "step_size": 1e-3, "checkpoint_every": 50}
+
+
+def run_ring(tmp_path, V_path, out, n_ranks=2, **options):
+    script = tmp_path / "ring.py"
+    script.write_text(RING_SCRIPT)
+    opts = {**RUN, "data": V_path, "out": str(out), **options}
+    command = [mpiexec_path(), "-n", str(n_ranks), sys.executable, str(script), json.dumps(opts)]
+    done = subprocess.run(command, cwd=tmp_path, env=mpi_env(), capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, done.stderr
+    reports = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert sorted(r["rank"] for r in reports) == list(range(n_ranks))
+    return reports
+
+
+def shared_run(V, blocks=2, **options):
+    settings = {k: RUN[k] for k in ("thin", "seed", "checkpoint_every")}
+    return pymf.sample(pymf.TweedieNMF(4), V, pymf.PSGLD(blocks=blocks, step_size=RUN["step_size"]),
+                       n_samples=RUN["n_samples"], **{**settings, **options})
+
+
+def stop_at(iteration):
+    return lambda info: info["iteration"] >= iteration
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(dense_file):
+    return shared_run(dense_file[0])
+
+
+@pytest.mark.parametrize("how", ["stop_at", "interrupt_at"])
+def test_ring_stopped_by_its_callback_resumes_the_same_chain(dense_file, tmp_path, uninterrupted,
+                                                             how):
+    """Rank 0's callback stops every rank (returning True, or raising KeyboardInterrupt as
+    Ctrl-C would); the checkpoint (one file, rank 0's) resumes."""
+    V, path = dense_file
+    out = tmp_path / "run"
+    stopped = run_ring(tmp_path, path, out, **{how: 200})
+    assert all(r["iterations"] == 200 and r["n_kept"] == 10 for r in stopped)
+    assert all(r["interrupted"] == (how == "interrupt_at") for r in stopped)
+    assert sorted(os.listdir(out)) == sorted(
+        ["checkpoint.npz", "meta.json", "rank0.pid", "rank1.pid", "W_samples.npy", "H_samples.npy",
+         "W_mean.npy", "H_mean.npy", "W_var.npy", "H_var.npy", "draw_units.npy",
+         "stat_norm_W.npy", "stat_norm_H.npy"] + [f"trace_{k}.npy" for k in uninterrupted.trace])
+    resumed = run_ring(tmp_path, path, out)
+    assert all(r["iterations"] == 600 and r["n_kept"] == 30 for r in resumed)
+    result = pymf.load(str(out))
+    assert_same_chain(result, uninterrupted)
+    for key, value in uninterrupted.sample_stats.items():
+        assert np.array_equal(result.sample_stats[key], value), key
+
+
+def test_ring_resumes_shared_memory_and_shared_memory_resumes_the_ring(dense_file, tmp_path,
+                                                                        uninterrupted):
+    """One checkpoint format: a shared-memory run with B blocks streaming to DIR and
+    checkpointing to DIR/checkpoint.npz goes on over B ranks with out_dir=DIR, and the other
+    way round, to the chain of a run that never stopped."""
+    V, path = dense_file
+    out = tmp_path / "a"
+    out.mkdir()
+    partial = shared_run(V, sample_dir=out, checkpoint=out / "checkpoint.npz",
+                         callback=stop_at(260))
+    assert partial.iterations == 260
+    run_ring(tmp_path, path, out)
+    assert_same_chain(pymf.load(str(out)), uninterrupted)
+
+    out = tmp_path / "b"
+    run_ring(tmp_path, path, out, stop_at=340)
+    seen = []  # the iterations the shared-memory run traces: after 340 if it did resume
+    resumed = shared_run(V, sample_dir=out, checkpoint=out / "checkpoint.npz",
+                         callback=lambda info: seen.append(info["iteration"]))
+    assert min(seen) > 340
+    assert_same_chain(resumed, uninterrupted)
+
+
+def test_ctrl_c_on_one_rank_stops_every_rank_and_the_run_resumes(dense_file, tmp_path):
+    """SIGINT to rank 1 alone: every rank stops at the same iteration, the checkpoint is
+    written, the launcher saves what was kept (interrupted) and exits 0; a rerun resumes."""
+    V, path = dense_file
+    out = tmp_path / "run"
+    args = ["psgld", "--data", path, "--rank", "4", "--samples", "40000", "--thin", "2000",
+            "--step-size", "1e-4", "--checkpoint-every", "500", "--seed", "3", "--out", str(out)]
+    job = run_mpi(2, *args, cwd=tmp_path, wait=False)
+    wait_for(out / "checkpoint.npz", job)
+    os.kill(int((out / "rank1.pid").read_text()), signal.SIGINT)
+    stdout, stderr = job.communicate(timeout=120)
+    assert job.returncode == 0, stderr
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    assert summary["interrupted"] and summary["iterations"] < 40000
+    assert pymf.load(str(out)).interrupted
+    with np.load(out / "checkpoint.npz") as ck:
+        assert int(ck["kernel_t"]) == summary["iterations"]
+    resumed = run_mpi(2, *args, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert not json.loads(resumed.stdout.strip().splitlines()[-1])["interrupted"]
+    shared = pymf.sample(pymf.TweedieNMF(4), V, pymf.PSGLD(blocks=2, step_size=1e-4),
+                         n_samples=40000, thin=2000, seed=3)
+    assert_same_chain(pymf.load(str(out)), shared)
+
+
+# a parameter overflows at iteration 240, inside a call of 50 iterations (201-250); W H
+# overflows at the trace point of iteration 800
+@pytest.mark.parametrize("step_size, thin, trace_every", [(0.5, 50, 1000), (0.05, 100, 100)])
+def test_divergence_is_that_of_shared_memory(dense_file, tmp_path, step_size, thin, trace_every):
+    """The ranks agree on the first diverged iteration and go back to the state before it:
+    every rank raises DivergenceError with shared memory's iteration, and rank 0's .state
+    and .result are shared memory's."""
+    V, path = dense_file
+    out = tmp_path / "run"
+    options = {"n_samples": 3000, "thin": thin, "trace_every": trace_every,
+               "step_size": step_size, "checkpoint_every": 3000}
+    reports = run_ring(tmp_path, path, out, **options)
+    with pytest.raises(pymf.DivergenceError) as shared:
+        pymf.sample(pymf.TweedieNMF(4), V, pymf.PSGLD(blocks=2, step_size=step_size),
+                    n_samples=3000, thin=thin, trace_every=trace_every, seed=RUN["seed"])
+    assert shared.value.result.n_kept > 0
+    assert [r["diverged"] for r in reports] == [shared.value.iteration] * 2
+    assert [r["result"] for r in sorted(reports, key=lambda r: r["rank"])] == [True, False]
+    with np.load(str(out) + "-state.npz") as state:
+        assert np.array_equal(state["W"], shared.value.state["W"])
+        assert np.array_equal(state["H"], shared.value.state["H"])
+    partial = pymf.load(str(out) + "-partial.npz")
+    assert partial.interrupted and partial.n_kept == shared.value.result.n_kept
+    assert_same_chain(partial, shared.value.result)

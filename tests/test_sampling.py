@@ -100,6 +100,31 @@ def test_checkpoint_resume_equals_uninterrupted_run(poisson_data, tmp_path, stre
         assert np.array_equal(resumed.trace[key], full.trace[key]), key
 
 
+@pytest.mark.parametrize("stop_at", [20, 70])  # before the first kept draw; after some
+def test_saving_a_stopped_streamed_run_into_its_sample_dir_keeps_it_resumable(
+        poisson_data, tmp_path, stop_at):
+    """The result of a run stopped early, saved into the folder its draws stream to (what
+    `pymf sample --stream --checkpoint` and the MPI ring do), only flushes the streamed
+    files: the run resumes from there. (An empty view of the streamed samples, before the
+    first kept draw, was once written over them as a new empty file.)"""
+    model = pymf.TweedieNMF(4)
+    sampler = SAMPLERS["psgld"](None)
+    settings = dict(n_samples=120, burnin=30, thin=40, seed=21, trace_every=10)
+    full = pymf.sample(model, poisson_data, sampler, **settings)
+    folder = str(tmp_path / "run")
+    checkpoint = tmp_path / "run.npz"
+    with pytest.warns(RuntimeWarning, match="interrupted"):
+        partial = pymf.sample(model, poisson_data, sampler, checkpoint=checkpoint,
+                              sample_dir=folder, callback=_interrupt_at(stop_at), **settings)
+    assert partial.n_kept == (0 if stop_at < 70 else 1)
+    partial.save(folder)
+    assert pymf.load(folder).n_kept == partial.n_kept
+    resumed = pymf.sample(model, poisson_data, sampler, checkpoint=checkpoint,
+                          sample_dir=folder, **settings)
+    assert np.array_equal(np.asarray(resumed.W_samples), full.W_samples)
+    assert np.array_equal(np.asarray(resumed.H_samples), full.H_samples)
+
+
 def test_checkpoint_of_another_run_is_refused(poisson_data, tmp_path):
     model = pymf.TweedieNMF(4)
     checkpoint = tmp_path / "run.npz"

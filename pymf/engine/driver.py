@@ -21,7 +21,7 @@ import numpy as np
 from pymf.engine.checks import check_callback, check_count, check_flag
 from pymf.engine.interrupt import DeferredInterrupt, ForcedInterrupt
 from pymf.engine.moments import RunningMoments
-from pymf.engine.storage import DrawStore, npz_path, open_checkpoint, save_npz
+from pymf.engine.storage import DrawStore, check_key, npz_path, open_checkpoint, save_npz
 from pymf.errors import DivergenceError
 
 CHUNK_SECONDS = 0.2  # how long one C call may run: bounds the delay of Ctrl-C and progress
@@ -83,6 +83,16 @@ class Plan:
                 "trace_every": self.trace_every}
 
 
+def checkpoint_key(fingerprint, plan, seed, keep_draws=True, sample_dir=None):
+    """What a checkpoint is checked against: the run's fingerprint (JSON-able settings that
+    decide the chain, with the data's digest), its plan, its seed and where its kept draws
+    live (a checkpoint of streamed draws holds none itself). Two runs with the same key
+    write interchangeable checkpoints, whatever runs them (threads, or MPI ranks)."""
+    return json.dumps({"run": fingerprint, "plan": plan.settings(), "seed": seed,
+                       "streamed": sample_dir is not None and bool(keep_draws),
+                       "keep": bool(keep_draws)}, sort_keys=True, default=str)
+
+
 class Record:
     """What a run produced, handed to the family's result: kept draws (draw, chain, ...),
     the unit of each, running moments, per-draw statistics (draw, chain), the trace."""
@@ -107,8 +117,9 @@ class Record:
 
 class _Run:
     def __init__(self, kernel, plan, seed, keep_draws, sample_dir, moments, test_values,
-                 resuming):
+                 resuming, write_files=True):
         self.kernel, self.plan, self.seed = kernel, plan, seed
+        self.write_files = write_files
         self.t = kernel.counter
         self.n_after = 0  # units run since burn-in ended
         self.burnin_end = None if plan.burnin_until is not None else plan.burnin
@@ -116,7 +127,8 @@ class _Run:
         self.elapsed = 0.0
         self.draw_units = np.zeros(plan.n_keep, dtype=np.int64)
         shapes = kernel.draw_shapes()
-        self.store = DrawStore(shapes, plan.n_keep, sample_dir, resuming) if keep_draws else None
+        self.store = (DrawStore(shapes, plan.n_keep, sample_dir, resuming)
+                      if keep_draws and write_files else None)
         self.moments = {name: RunningMoments(tuple(shapes[name][1:]), covariance=cov)
                         for name, cov in moments.items()}
         self.test_values = test_values
@@ -156,13 +168,16 @@ class _Run:
 
     # ---- checkpoints ----
     def save(self, path, fingerprint):
+        snapshot = self.kernel.snapshot()  # (collective in a kernel spread over processes)
+        if not self.write_files:
+            return
         arrays = {"fingerprint": np.array(fingerprint),
                   "counters": np.array([self.t, self.n_after,
                                         -1 if self.burnin_end is None else self.burnin_end,
                                         self.n_kept]),
                   "elapsed": np.array(self.elapsed),
                   "draw_units": self.draw_units[:self.n_kept]}
-        for key, value in self.kernel.snapshot().items():
+        for key, value in snapshot.items():
             arrays["kernel_" + key] = value
         if self.store is not None:
             arrays.update(self.store.snapshot(self.n_kept))
@@ -178,10 +193,7 @@ class _Run:
 
     def restore(self, path, fingerprint):
         with open_checkpoint(path) as ck:
-            if str(ck["fingerprint"]) != fingerprint:
-                raise ValueError(
-                    f"the checkpoint {path!r} was written by a different run (model, sampler, "
-                    "seed, data, init or run length differ); remove it or pass another path")
+            check_key(ck, path, fingerprint)
             self.kernel.restore({key[7:]: ck[key] for key in ck.files if key.startswith("kernel_")})
             self.t, self.n_after, burnin_end, self.n_kept = (int(x) for x in ck["counters"])
             self.burnin_end = None if burnin_end < 0 else burnin_end
@@ -200,7 +212,7 @@ class _Run:
 
 def run(kernel, plan, *, seed, step_size=None, keep_draws=True, sample_dir=None, moments=None,
         test_values=None, checkpoint=None, fingerprint=None, progress=None, callback=None,
-        make_result, desc="sampling"):
+        make_result, desc="sampling", write_files=True):
     """Run `kernel` through `plan`; returns make_result(Record).
 
     step_size: a schedule (callable of the 1-based unit numbers) or None for samplers that
@@ -214,16 +226,22 @@ def run(kernel, plan, *, seed, step_size=None, keep_draws=True, sample_dir=None,
     and this bookkeeping agree, so the checkpoint it writes resumes the same chain (a
     second Ctrl-C stops at once and writes nothing). A non-finite state raises
     pymf.DivergenceError carrying the partial result (.result) and the last finite state.
+
+    write_files=False: one of several processes that run one chain together (the MPI ring's
+    ranks other than 0). It runs this same loop, cut at the same units, and makes the same
+    kernel calls (which may be collective: kernel.agree and kernel.agree_stop make every
+    process take the same decisions), reads the checkpoint to resume, but writes no file
+    (checkpoint, streamed draws), shows no bar and warns nothing; the process with
+    write_files=True does all of that.
     """
     check_callback(callback)
     keep_draws = check_flag(keep_draws, "keep_samples")
     if checkpoint is not None:
         checkpoint = npz_path(checkpoint, "checkpoint")
-        fingerprint = json.dumps({"run": fingerprint, "plan": plan.settings(), "seed": seed,
-                                  "streamed": sample_dir is not None and keep_draws,
-                                  "keep": keep_draws}, sort_keys=True, default=str)
+        fingerprint = checkpoint_key(fingerprint, plan, seed, keep_draws, sample_dir)
     resuming = checkpoint is not None and os.path.exists(checkpoint)
-    state = _Run(kernel, plan, seed, keep_draws, sample_dir, moments or {}, test_values, resuming)
+    state = _Run(kernel, plan, seed, keep_draws, sample_dir, moments or {}, test_values, resuming,
+                 write_files)
     if resuming:
         state.restore(checkpoint, fingerprint)
     elif plan.trace_at_start:
@@ -239,7 +257,7 @@ def run(kernel, plan, *, seed, step_size=None, keep_draws=True, sample_dir=None,
         return exc
 
     bar = None
-    if progress_enabled(progress):
+    if write_files and progress_enabled(progress):
         from tqdm import tqdm
         bar = tqdm(total=total_max, initial=state.t, unit=kernel.unit, desc=desc)
     chunk = 1
@@ -248,16 +266,21 @@ def run(kernel, plan, *, seed, step_size=None, keep_draws=True, sample_dir=None,
     try:
         with interrupt:
             while True:
-                # Ctrl-C takes effect here, where the chain and its bookkeeping agree
-                interrupt.check()
+                # Ctrl-C takes effect here, where the chain and its bookkeeping agree (and, for
+                # a chain spread over processes, where they all agree to stop; they also
+                # agree on the length of the next call, so that they cut the run alike)
+                requested, chunk = kernel.agree(interrupt.requested, chunk)
+                if requested:
+                    raise KeyboardInterrupt
                 t = state.t
                 if state.burnin_end is not None and state.n_after >= n_samples:
                     break
                 if state.burnin_end is None and t >= plan.burnin:
                     criterion = getattr(plan.burnin_until, "criterion", "its criterion")
-                    warnings.warn(f"burn-in did not reach {criterion} within {plan.burnin} "
-                                  f"{kernel.unit}s; sampling starts anyway", RuntimeWarning,
-                                  stacklevel=3)
+                    if write_files:
+                        warnings.warn(f"burn-in did not reach {criterion} within "
+                                      f"{plan.burnin} {kernel.unit}s; sampling starts anyway",
+                                      RuntimeWarning, stacklevel=3)
                     state.burnin_end = t
                     continue
                 sampling = state.burnin_end is not None and t >= state.burnin_end
@@ -316,10 +339,12 @@ def run(kernel, plan, *, seed, step_size=None, keep_draws=True, sample_dir=None,
                     if state.burnin_end is None and plan.burnin_until(point):
                         state.burnin_end = t
                 stop = False
-                if point is not None and callback is not None:
-                    info = {"iteration": t, "unit": kernel.unit, "time": state.elapsed,
-                            "n_kept": state.n_kept, **point}
-                    stop = callback(info) is True
+                if point is not None:
+                    if callback is not None:
+                        info = {"iteration": t, "unit": kernel.unit, "time": state.elapsed,
+                                "n_kept": state.n_kept, **point}
+                        stop = callback(info) is True
+                    stop = kernel.agree_stop(stop)
                 if checkpoint is not None and (t % plan.checkpoint_every == 0 or finished or stop):
                     state.save(checkpoint, fingerprint)
                 if stop:
@@ -328,8 +353,9 @@ def run(kernel, plan, *, seed, step_size=None, keep_draws=True, sample_dir=None,
         raise
     except KeyboardInterrupt:
         interrupted = True
-        warnings.warn(f"interrupted at {kernel.unit} {state.t} of {total_max}; returning the "
-                      f"{state.n_kept} draws kept so far", RuntimeWarning, stacklevel=3)
+        if write_files:
+            warnings.warn(f"interrupted at {kernel.unit} {state.t} of {total_max}; returning the "
+                          f"{state.n_kept} draws kept so far", RuntimeWarning, stacklevel=3)
         if checkpoint is not None:
             state.save(checkpoint, fingerprint)
     finally:

@@ -4,10 +4,11 @@ Python's default SIGINT handler raises KeyboardInterrupt wherever the main threa
 sampling run that is most often just after a C call has returned, before the Python lines
 that account for it (keep the sample, move the counters): a checkpoint written on the way
 out would then hold a chain one step ahead of its bookkeeping, and resuming it would lose
-a kept sample. DeferredInterrupt holds the signal back: the first Ctrl-C only sets a flag,
-which the run loop reads with check() at a point where the chain and its bookkeeping
-agree (check() raises KeyboardInterrupt there, so the loop's own handler saves and
-returns). A second Ctrl-C is obeyed at once: ForcedInterrupt, and nothing is written (the
+a kept sample. DeferredInterrupt holds the signal back: the first Ctrl-C only sets a flag
+(`requested`), which the run loop reads at a point where the chain and its bookkeeping
+agree (and where the processes of a chain spread over several agree to stop: the MPI
+ring), raising KeyboardInterrupt there, so that the loop's own handler saves and
+returns. A second Ctrl-C is obeyed at once: ForcedInterrupt, and nothing is written (the
 last checkpoint stays as it was).
 
 Only the main thread can handle signals, and a handler the application installed itself
@@ -22,7 +23,7 @@ class ForcedInterrupt(KeyboardInterrupt):
 
 
 class DeferredInterrupt:
-    """with DeferredInterrupt() as interrupt: ... interrupt.check() at each safe point."""
+    """with DeferredInterrupt() as interrupt: ... interrupt.requested at each safe point."""
 
     def __init__(self):
         self.requested = False
@@ -43,8 +44,3 @@ class DeferredInterrupt:
         if self.requested:
             raise ForcedInterrupt("interrupted twice: stopped at once, no checkpoint written")
         self.requested = True
-
-    def check(self):
-        """Raise KeyboardInterrupt if Ctrl-C was pressed since the run began."""
-        if self.requested:
-            raise KeyboardInterrupt

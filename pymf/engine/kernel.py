@@ -26,6 +26,16 @@ checkpoints, Ctrl-C, divergence, progress, callbacks) is the loop's.
     kernel.snapshot()         {name: ndarray}: all a checkpoint needs besides the counter
     kernel.restore(arrays)    the inverse of snapshot (the counter included)
     kernel.last_finite_state() what DivergenceError.state holds
+    kernel.agree(requested, n)  at every safe point of the loop: (Ctrl-C requested, units of
+                              the next call) as every process that runs this chain agrees on
+                              them (the MPI ring: Ctrl-C on any rank, the least n); one
+                              process: as given
+    kernel.agree_stop(stop)   at every trace point: whether the callback stopped the run, as
+                              every process agrees (the ring: rank 0's callback decides)
+
+A kernel whose chain spans several processes runs the loop in each (the writing one with
+write_files=True, the others with False); every call above happens at the same point in
+each, so the kernel may make them collective.
 
 Kernel below gives the optional ones their neutral defaults.
 """
@@ -47,3 +57,9 @@ class Kernel:
 
     def last_finite_state(self):
         return self.draw()
+
+    def agree(self, requested, n):
+        return requested, n
+
+    def agree_stop(self, stop):
+        return stop

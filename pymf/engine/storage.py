@@ -44,12 +44,9 @@ def save_directory(path, arrays, meta):
     os.makedirs(path, exist_ok=True)
     for name, value in arrays.items():
         target = os.path.join(path, name + ".npy")
-        base = value
-        while isinstance(base, np.ndarray) and not isinstance(base, np.memmap) and base.base is not None:
-            base = base.base
-        if isinstance(base, np.memmap) and base.filename is not None \
-                and os.path.abspath(base.filename) == os.path.abspath(target):
-            base.flush()
+        streamed = _memory_map_of(value)
+        if streamed is not None and os.path.abspath(streamed.filename) == os.path.abspath(target):
+            streamed.flush()
             continue
         tmp = target + ".tmp.npy"
         np.save(tmp, np.asarray(value))
@@ -59,6 +56,18 @@ def save_directory(path, arrays, meta):
         fh.write(json.dumps(meta))
     os.replace(tmp, os.path.join(path, "meta.json"))
     return path
+
+
+def _memory_map_of(value):
+    """The memory map (of a file) that value is a view of, or None. An empty view, such as
+    the kept draws of a run stopped before its first one, shares no memory with its map
+    and has no filename of its own, but its base chain still leads to the map."""
+    base = value
+    while isinstance(base, np.ndarray):
+        if isinstance(base, np.memmap) and base.filename is not None:
+            return base
+        base = base.base
+    return None
 
 
 def open_checkpoint(path):
@@ -72,6 +81,22 @@ def open_checkpoint(path):
     if not hasattr(archive, "files") or "fingerprint" not in archive.files:
         raise ValueError(f"{path!r} is not a pymf checkpoint; remove it or pass another path")
     return archive
+
+
+def check_key(archive, path, key):
+    """Refuse (ValueError) an open checkpoint written by a run other than the one `key`
+    (pymf.engine.driver.checkpoint_key) describes."""
+    if str(archive["fingerprint"]) != key:
+        raise ValueError(
+            f"the checkpoint {path!r} was written by a different run (model, sampler, "
+            "seed, data, init or run length differ); remove it or pass another path")
+
+
+def check_checkpoint(path, key):
+    """Raise ValueError unless `path` is a readable checkpoint of the run `key` describes
+    (a process that must know before the run loop reads it: the MPI ring's rank 0)."""
+    with open_checkpoint(path) as archive:
+        check_key(archive, path, key)
 
 
 class DrawStore:

@@ -12,7 +12,7 @@ import numpy as np
 
 from pymf import _blocks, _gibbs_nmf, _sgd, _sgld, _tweedie
 from pymf.data import Ratings, as_observed, real_array
-from pymf.engine.driver import rmse
+from pymf.engine.driver import digest, rmse
 from pymf.engine.kernel import Kernel
 from pymf.engine.seeds import seed_sequence
 from pymf.errors import DivergenceError
@@ -30,9 +30,17 @@ def run_seeds(seed):
 def blocked_data(observed, n_blocks, permute, permute_seed):
     """The C core's block layout of validated data."""
     if isinstance(observed, Ratings):
-        return _blocks.BlockedData.from_sparse(observed.rows, observed.cols, observed.values,
-                                              observed.shape, n_blocks, permute, permute_seed)
+        return sparse_blocked_data(observed.rows, observed.cols, observed.values,
+                                   observed.shape, n_blocks, permute, permute_seed)
     return _blocks.BlockedData.from_dense(observed, n_blocks, permute, permute_seed)
+
+
+def sparse_blocked_data(rows, cols, values, shape, n_blocks, permute, permute_seed):
+    """The block layout of entries of a matrix of this shape (all of them, or one rank's
+    row piece in the MPI ring; none: the grid alone). The grid depends only on (shape,
+    n_blocks, permute, permute_seed)."""
+    return _blocks.BlockedData.from_sparse(rows, cols, values, shape, n_blocks, permute,
+                                          permute_seed)
 
 
 class GridMap:
@@ -62,8 +70,9 @@ class GridMap:
                 np.ascontiguousarray(self.col_pos[test.cols]))
 
 
-def prepare_test(test, observed):
-    """Validate a held-out set against the training data; returns Ratings or None."""
+def prepare_test(test, shape):
+    """Validate a held-out set against training data of this shape; returns Ratings or
+    None."""
     if test is None:
         return None
     try:
@@ -72,8 +81,8 @@ def prepare_test(test, observed):
         raise ValueError(f"the test set: {exc}") from None
     if not isinstance(test, Ratings):
         test = Ratings.from_dense(test)
-    if test.shape != observed.shape:
-        raise ValueError(f"the test set has shape {test.shape}, the data {observed.shape}")
+    if tuple(test.shape) != tuple(shape):
+        raise ValueError(f"the test set has shape {test.shape}, the data {tuple(shape)}")
     if test.nnz == 0:
         raise ValueError("the test set is empty: pass test=None to run without one")
     return test
@@ -101,8 +110,10 @@ def check_init(init, shape, rank, model):
     return W0, H0
 
 
-def make_chain(sampler, data, model, noise_seed, schedule_seed, batch_size):
-    """The C (or GPU) chain of an NMF sampler (or optimiser) on blocked data."""
+def make_chain(sampler, data, model, noise_seed, schedule_seed, batch_size, only_row_block=-1):
+    """The C (or GPU) chain of an NMF sampler (or optimiser) on blocked data. only_row_block
+    (PSGLD on the CPU): the chain updates only that row piece and the column piece it is
+    given each iteration (one rank of the MPI ring)."""
     if sampler.kind == "gibbs":
         if model.beta != 1.0 or model.phi != 1.0 or model.prior != "exponential":
             raise ValueError("pymf.Gibbs is for Poisson NMF: TweedieNMF(beta=1, phi=1, "
@@ -119,7 +130,35 @@ def make_chain(sampler, data, model, noise_seed, schedule_seed, batch_size):
     return _sgld.LangevinChain(
         data, sampler.kind, model.rank, model.beta, model.phi, model.prior, model.lam_w,
         model.lam_h, noise_seed, schedule_seed, batch_size=batch_size,
-        part_order=getattr(sampler, "part_order", "cyclic"), n_threads=sampler.n_threads)
+        part_order=getattr(sampler, "part_order", "cyclic"), n_threads=sampler.n_threads,
+        only_row_block=only_row_block)
+
+
+def run_facts(model, sampler, seed, shape, n_observed, n_blocks, batch_size):
+    """What a result's params record of the run (the ring and shared memory alike)."""
+    return {"model": model.params(), "sampler": sampler.params(), "seed": seed,
+            "shape": list(shape), "n_observed": int(n_observed), "n_blocks": int(n_blocks),
+            "batch_size": int(batch_size)}
+
+
+def run_fingerprint(facts, data_digest, test, init):
+    """The settings that decide the chain (the thread count does not) with digests of the
+    data (driver.digest of the validated data: an array or Ratings), the test set and the
+    initial state: a checkpoint is refused by a run with another fingerprint. The MPI ring
+    and shared memory give the same fingerprint to the same run, so either resumes the
+    other's checkpoint."""
+    sampler = {key: value for key, value in facts["sampler"].items() if key != "n_threads"}
+    return {**facts, "sampler": sampler, "data": data_digest, "test": digest(test),
+            "init": None if init is None else digest(*init)}
+
+
+def sample_params(facts, n_samples, burnin, thin, sampler, test):
+    """A SampleResult's params: the run's facts and its length."""
+    params = {**facts, "n_samples": n_samples, "burnin": burnin, "thin": thin,
+              "threads": sampler.n_threads or None}
+    if test is not None:
+        params["test"] = {"nnz": test.nnz}
+    return params
 
 
 class FactorKernel(Kernel):
@@ -147,9 +186,18 @@ class FactorKernel(Kernel):
         self._loglik = None
         self.chain.run(steps)
 
-    def state(self):
+    def grid_state(self):
+        """(W, H^T) in grid order, not to be modified (the ring's are gathered from every
+        rank)."""
         W_grid, Ht_grid, _ = self.chain.get_state()
-        return self.grid.from_grid(W_grid, Ht_grid)
+        return W_grid, Ht_grid
+
+    def loglik(self):
+        """-sum d_beta / phi over the observed entries at the current state."""
+        return self.chain.loglik()
+
+    def state(self):
+        return self.grid.from_grid(*self.grid_state())
 
     def draw(self):
         W, H = self.state()
@@ -159,19 +207,19 @@ class FactorKernel(Kernel):
         """The Frobenius norms of W and H: cheap scalars whose R-hat and ESS say whether the
         factors' scale has mixed (the factors themselves are identified only up to
         permutation and scale)."""
-        W_grid, Ht_grid, _ = self.chain.get_state()
+        W_grid, Ht_grid = self.grid_state()
         return {"norm_W": np.array([np.sqrt(np.einsum("ik,ik->", W_grid, W_grid))]),
                 "norm_H": np.array([np.sqrt(np.einsum("jk,jk->", Ht_grid, Ht_grid))])}
 
     def _current_predictions(self):
-        W_grid, Ht_grid, _ = self.chain.get_state()
+        W_grid, Ht_grid = self.grid_state()
         return _tweedie.predict_entries(W_grid, Ht_grid, self.test_rows, self.test_cols)
 
     def test_predictions(self):
         return None if self.test is None else self._current_predictions()[None]
 
     def check_state(self):
-        self._loglik = self.chain.loglik()
+        self._loglik = self.loglik()
         if not np.isfinite(self._loglik):
             # W and H are finite but W H overflows (huge priors, data or steps)
             t = self.counter
@@ -181,7 +229,7 @@ class FactorKernel(Kernel):
 
     def trace_point(self, run):
         test_mean = None if run is None else run.test_mean()
-        loglik = self.chain.loglik() if self._loglik is None else self._loglik
+        loglik = self.loglik() if self._loglik is None else self._loglik
         W, H = self.state()
         point = {"loglik": loglik, "logpost": loglik + self.model.log_prior(W, H)}
         if self.test is not None:
@@ -192,8 +240,8 @@ class FactorKernel(Kernel):
         return point
 
     def snapshot(self):
-        W_grid, Ht_grid, t = self.chain.get_state()
-        return {"W_grid": W_grid, "Ht_grid": Ht_grid, "t": np.array(t)}
+        W_grid, Ht_grid = self.grid_state()
+        return {"W_grid": W_grid, "Ht_grid": Ht_grid, "t": np.array(self.counter)}
 
     def restore(self, arrays):
         self.chain.set_state(arrays["W_grid"], arrays["Ht_grid"], int(arrays["t"]))

