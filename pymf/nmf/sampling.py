@@ -2,8 +2,6 @@
 SGD or DSGD, on a pymf.TweedieNMF model. Python validates and lays the data out; the
 engine's loop (pymf.engine.driver) runs the kernel (pymf.nmf.kernel); the C core runs
 every iteration."""
-import numpy as np
-
 from pymf.data import as_observed
 from pymf.engine import driver
 from pymf.engine.checks import check_count, check_run_length
