@@ -40,4 +40,6 @@ bench: install
 	$(PY) bench/psgld_synthetic.py
 
 clean:
-	rm -rf build $(VENV) results pymf/*.so pymf/_*.c *.egg-info
+	rm -rf build $(VENV) results *.egg-info
+	find pymf -name "*.so" -delete
+	find pymf -name "_*.c" -delete

@@ -60,10 +60,11 @@ core_library = (
 )
 
 
-def binding(name):
+def binding(path):
+    """The extension of pymf/{path}.pyx, named by its dotted package path (pymf.nmf._sgld)."""
     return Extension(
-        f"pymf.{name}",
-        sources=[os.path.join("pymf", f"{name}.pyx")],
+        "pymf." + path.replace("/", "."),
+        sources=[os.path.join("pymf", *path.split("/")) + ".pyx"],
         include_dirs=include_dirs,
         libraries=["pymfcore", "gsl", "gslcblas", "m"],
         library_dirs=gsl_library_dirs,
@@ -72,13 +73,19 @@ def binding(name):
         # an old-style RPATH, which (unlike RUNPATH) also serves libgsl's own libgslcblas
         extra_link_args=["-fopenmp"] + (["-Wl,--disable-new-dtags"] if gsl_library_dirs else []),
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-        depends=core_sources + glob.glob(os.path.join("core", "include", "pymf", "*.h")),
+        depends=core_sources + glob.glob(os.path.join("core", "include", "pymf", "*.h")) +
+                glob.glob(os.path.join("core", "src", "*.h")),
     )
 
 
-extensions = [binding(name) for name in ("_status", "_core_info", "_blocks", "_tweedie", "_chain",
-                                         "_sgld", "_sgd", "_gibbs_nmf", "_bpmf", "_hamcmc")]
-
+# pymf/ holds the bindings every family shares; each family's own bindings (and the .pxd
+# declaring its C headers) live in its folder
+extensions = [binding(path) for path in (
+    "_status", "_core_info", "_rng",
+    "nmf/_blocks", "nmf/_tweedie", "nmf/_chain", "nmf/_sgld", "nmf/_sgd", "nmf/_gibbs_nmf",
+    "bpmf/_bpmf",
+    "hamcmc/_hamcmc",
+)]
 
 
 def cuda_sources_module():
@@ -125,7 +132,10 @@ setup(
     cmdclass={"build_py": build_py_with_headers},
     packages=["pymf", "pymf.engine", "pymf.nmf", "pymf.bpmf", "pymf.hamcmc", "pymf.cuda"],
     package_dir={"pymf": "pymf", "pymf.cuda": "cuda"},
-    package_data={"pymf.cuda": ["*.cu", "*.cuh", "include/pymf/*.h"], "pymf": ["*.pxd"]},
+    # the .pxd files, so that code outside pymf can cimport the bindings' declarations
+    package_data={"pymf.cuda": ["*.cu", "*.cuh", "include/pymf/*.h"],
+                  **{package: ["*.pxd"] for package in ("pymf", "pymf.nmf", "pymf.bpmf",
+                                                        "pymf.hamcmc")}},
     libraries=[core_library],
     ext_modules=cythonize(
         extensions,

@@ -14,7 +14,7 @@ import numpy as np
 from mpi4py import MPI
 
 import pymf
-from pymf import _blocks, _sgld
+from pymf.nmf import _blocks, _sgld
 
 
 def main():

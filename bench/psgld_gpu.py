@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PSGLD on the GPU (cuda/psgld.cu through pymf.gpu) against the CPU, in the same run.
+"""PSGLD on the GPU (cuda/psgld.cu through pymf.nmf.gpu) against the CPU, in the same run.
 
 Poisson-NMF, I = J = 1024, K = 32, B = 32, T = 10,000 (the foundation's benchmark): float64
 with OpenMP on the CPU; float64 and float32 on the GPU with both strategies of
@@ -23,7 +23,10 @@ import numpy as np
 
 import pymf
 import pymf.cli
-from pymf import _blocks, gpu
+from pymf import gpu
+from pymf.nmf import _blocks
+from pymf.nmf.gpu import CudaPSGLDChain
+from pymf.nmf.kernel import make_chain
 
 INFO = pymf.cli.info()
 THREADS = INFO["openmp_threads"]
@@ -63,10 +66,10 @@ def main():
         """Median seconds for the T iterations over the repeats, and the last run's loglik."""
         sampler = pymf.PSGLD(blocks=B, step_size=step, backend=backend)
         if backend == "cuda":
-            chain = gpu.CudaPSGLDChain(data, model, sampler, 12345, dtype=dtype,
-                                       check_every=args.check_every, strategy=strategy)
+            chain = CudaPSGLDChain(data, model, sampler, 12345, dtype=dtype,
+                                   check_every=args.check_every, strategy=strategy)
         else:
-            chain = sampler.make_chain(data, model, 12345, 678, 0)
+            chain = make_chain(sampler, data, model, 12345, 678, 0)
         seconds = []
         for _ in range(args.repeats):
             chain.set_state(W0, Ht0, 0)

@@ -19,7 +19,8 @@ import time
 import numpy as np
 
 import pymf
-from pymf import _blocks, _sgld, _tweedie
+from pymf import _rng
+from pymf.nmf import _blocks, _sgld, _tweedie
 
 
 def time_run(data, V_shape, K, W0, Ht0, step, iterations, threads):
@@ -37,8 +38,8 @@ def breakdown(data, K, W0, Ht0, n_rows, n_cols, B):
     reps = 20
     started = time.perf_counter()
     for t in range(reps):
-        _sgld.noise(1, _sgld.STREAM_W, t + 1, 0, n_rows, K)
-        _sgld.noise(1, _sgld.STREAM_H, t + 1, 0, n_cols, K)
+        _rng.noise(1, _rng.STREAM_W, t + 1, 0, n_rows, K)
+        _rng.noise(1, _rng.STREAM_H, t + 1, 0, n_cols, K)
     noise = (time.perf_counter() - started) / reps
     started = time.perf_counter()
     for _ in range(3):

@@ -1,7 +1,7 @@
 """CUDA sources of pymf (the repository's cuda/ folder, installed as pymf.cuda).
 
 The kernels are plain .cu files loaded at run time by pymf.gpu; they include the C core's
-headers (common.h, philox.h, tweedie.h) so the per-entry maths has one copy.
+headers (common.h, linalg.h, philox.h, tweedie.h) so the per-entry maths has one copy.
 
 Where nvcc is present at install time, setup.py also builds psgld.fatbin (cubins for sm_80
 and sm_90, PTX for later GPUs) beside them, with the digest of the text it was built from:

@@ -1,5 +1,5 @@
 /*
- * cuda/psgld.cu: the PSGLD iteration on the GPU, mirroring core/src/sgld.c.
+ * cuda/psgld.cu: the PSGLD iteration on the GPU, mirroring core/src/langevin.c.
  *
  * The per-entry maths (beta-divergence gradient, the mu floor, Philox4x32-10 and the
  * Box-Muller transform) comes from the C core's own headers, compiled here by nvcc
@@ -22,6 +22,7 @@
  * Kernels are templated on the real type and exported as extern "C" *_f32 / *_f64.
  */
 #include "pymf/common.h"
+#include "pymf/linalg.h"
 #include "pymf/philox.h"
 #include "pymf/tweedie.h"
 
@@ -29,7 +30,7 @@
 
 /* mu = <w, h>: in double, exactly pymf_dot (the C core's four partial sums), so that a
  * double-precision GPU chain computes the sparse gradient with the CPU's very operations;
- * in float, the same pattern in float. */
+ * in float, the same pattern in float (pymf_dot_float). Both in pymf/linalg.h. */
 __device__ __forceinline__ double entry_dot(const double *a, const double *b, int n)
 {
     return pymf_dot(a, b, n);
@@ -37,17 +38,7 @@ __device__ __forceinline__ double entry_dot(const double *a, const double *b, in
 
 __device__ __forceinline__ float entry_dot(const float *a, const float *b, int n)
 {
-    float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
-    int k = 0;
-    for (; k + 4 <= n; k += 4) {
-        s0 += a[k] * b[k];
-        s1 += a[k + 1] * b[k + 1];
-        s2 += a[k + 2] * b[k + 2];
-        s3 += a[k + 3] * b[k + 3];
-    }
-    for (; k < n; ++k)
-        s0 += a[k] * b[k];
-    return (s0 + s1) + (s2 + s3);
+    return pymf_dot_float(a, b, n);
 }
 
 /* ---- 1. gradient factors -------------------------------------------------------------- */

@@ -2,16 +2,16 @@
 model, written from the paper (Simsekli et al. 2016, Algorithm 1 and Eq. 6, 10, 11) with
 dense matrices: H_t is built by the BFGS recursion itself, S_t as the Cholesky-free product
 of the Brodlie-Gourlay-Greenstadt factors, so nothing is shared with the C core except the
-random draws (Philox, reproduced through pymf._sgld)."""
+random draws (Philox, reproduced through pymf._rng)."""
 import numpy as np
 
-from pymf import _sgld
+from pymf import _rng
 
-NOISE_STREAM, BATCH_STREAM = 8, 9  # PYMF_STREAM_SGMCMC_* in core/include/pymf/hamcmc.h
+NOISE_STREAM, BATCH_STREAM = 8, 9  # PYMF_STREAM_SGMCMC_* in core/include/pymf/sgmcmc.h
 
 
 def gauss(seed, t, dim):
-    return _sgld.noise(seed, NOISE_STREAM, t, 0, 1, dim)[0]
+    return _rng.noise(seed, NOISE_STREAM, t, 0, 1, dim)[0]
 
 
 def minibatch(seed, t, n_data, size):
@@ -19,7 +19,7 @@ def minibatch(seed, t, n_data, size):
     key = (seed & 0xFFFFFFFF, seed >> 32)
     words = []
     for g in range((size + 3) // 4):
-        words += _sgld.philox4x32_10((g, 0, t & 0xFFFFFFFF, BATCH_STREAM | ((t >> 32) << 8)), key)
+        words += _rng.philox4x32_10((g, 0, t & 0xFFFFFFFF, BATCH_STREAM | ((t >> 32) << 8)), key)
     return np.array([(w * n_data) >> 32 for w in words[:size]], dtype=np.int64)
 
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from pymf import _blocks
+from pymf.nmf import _blocks
 
 
 def sparse_input(seed=0, shape=(23, 17), density=0.4):

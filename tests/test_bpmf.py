@@ -5,6 +5,10 @@ their comparisons and batch-means Monte-Carlo errors (tests/mcmc_stats.py); each
 shows that it can fail (a wrong sampler is rejected).
 """
 import json
+import os
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -12,7 +16,7 @@ from mcmc_stats import batch_means, bonferroni_z, z_scores
 from support import synthetic_ratings as synthetic
 
 import pymf
-from pymf import _bpmf
+from pymf.bpmf import _bpmf
 from pymf.bpmf.layout import Layout
 
 ALPHA = 1e-3
@@ -81,6 +85,31 @@ def test_bias_correctors_match_formula():
             out += v * np.where(counts > 0, 1 - (1 - counts / (hi - lo)) ** m, 0)
     np.testing.assert_allclose(h_user, expect_u, rtol=1e-12)
     np.testing.assert_allclose(h_item, expect_i, rtol=1e-12)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is enforced on Linux")
+def test_bias_correctors_raise_memory_error_when_their_scratch_cannot_be_allocated(tmp_path):
+    """The C function returns PYMF_ENOMEM (it returned zeros before): the binding raises.
+    In a child process whose address space leaves room for the two output arrays only."""
+    code = textwrap.dedent("""
+        import resource
+        from pymf.bpmf import _bpmf
+        n = 1 << 24  # 128 MiB per array of doubles
+        layout = _bpmf.BlockLayout(n, n, [0, n], [0, n], [0, 1], [0], [0], [1.0])
+        with open("/proc/self/status") as fh:
+            vm = next(int(line.split()[1]) for line in fh if line.startswith("VmSize:")) * 1024
+        room = vm + 2 * 8 * n + (48 << 20)  # h_user, h_item and a margin; not the scratch
+        resource.setrlimit(resource.RLIMIT_AS, (room, resource.getrlimit(resource.RLIMIT_AS)[1]))
+        try:
+            layout.bias_correctors(5)
+        except MemoryError as exc:
+            print("MemoryError:", exc)
+    """)
+    # run outside the repository, so that the child imports the installed pymf
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("MemoryError: out of memory for the bias correctors"), done.stdout
 
 
 @pytest.mark.slow

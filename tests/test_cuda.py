@@ -2,7 +2,7 @@
 sm_90), every kernel runs on the CPU under a C++ shim (threads for CUDA threads where a kernel
 has barriers, threads for blocks where the ring kernels' blocks wait for one another) and
 reproduces the C sampler bit for bit, and so does the GPU chain's own iteration
-(pymf.gpu.CudaPSGLDChain, both strategies) driven through that shim.
+(pymf.nmf.gpu.CudaPSGLDChain, both strategies) driven through that shim.
 With a GPU and pycuda or CuPy: the GPU chain follows the CPU chain and samples the same
 posterior. Each test skips, naming what is missing, where its tool is absent."""
 import ctypes
@@ -15,7 +15,9 @@ import pytest
 
 import pymf
 import pymf.cli
-from pymf import _blocks, _sgld, _tweedie, gpu
+from pymf import gpu
+from pymf.nmf import _blocks, _sgld, _tweedie
+from pymf.nmf import gpu as nmf_gpu
 
 NVCC = shutil.which("nvcc")
 GXX = shutil.which("g++")
@@ -71,7 +73,7 @@ def patient_ring(monkeypatch):
     """On the CPU shim a ring kernel's thread blocks are OS threads (up to 32 on 2 cores):
     on a loaded machine one can wait for its neighbour far longer than the GPU's 1 s limit
     and report a stall that is not there. The tests of the stall set their own limit."""
-    monkeypatch.setattr(gpu.CudaPSGLDChain, "ring_wait_seconds", 300.0)
+    monkeypatch.setattr(nmf_gpu.CudaPSGLDChain, "ring_wait_seconds", 300.0)
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +137,7 @@ def ptr(array):
 def shim_iteration(lib, data, W, Ht, G, t, eps, model, noise_seed, dense_V=None):
     """One PSGLD iteration (cyclic part (t - 1) mod B) with the GPU kernels on the CPU."""
     part = (t - 1) % data.n_blocks
-    lay = gpu.part_layout(data, part)
+    lay = nmf_gpu.part_layout(data, part)
     scale = data.n_observed / data.part_sizes()[part]
     coef = scale / model.phi
     n_rows, n_cols = data.shape
@@ -294,7 +296,7 @@ def chains_on_the_host(shim, sparse, beta, prior, dtype=np.float64, check_every=
     """The C sampler's chain and the GPU chain over the host shim, from the same state."""
     data, model, noise_seed, cpu, W, Ht = host_problem(sparse, beta, prior, B=n_blocks)
     device = HostShimDevice(shim)
-    cuda = gpu.CudaPSGLDChain(data, model, pymf.PSGLD(blocks=data.n_blocks), noise_seed,
+    cuda = nmf_gpu.CudaPSGLDChain(data, model, pymf.PSGLD(blocks=data.n_blocks), noise_seed,
                               dtype=dtype, device=device, check_every=check_every,
                               strategy=strategy)
     cuda.set_state(W, Ht, 0)
@@ -452,7 +454,7 @@ def test_dense_factor_kernel_with_many_tiles_and_a_ragged_rank(shim):
     W, Ht = rng.uniform(0.1, 0.5, (70, 21)), rng.uniform(0.1, 0.5, (50, 21))
     cpu = _sgld.LangevinChain(data, "psgld", 21, 1.5, 1.0, "exponential", 1.0, 1.0, 5, 1)
     device = HostShimDevice(shim)
-    cuda = gpu.CudaPSGLDChain(data, pymf.TweedieNMF(21, beta=1.5), pymf.PSGLD(blocks=2), 5,
+    cuda = nmf_gpu.CudaPSGLDChain(data, pymf.TweedieNMF(21, beta=1.5), pymf.PSGLD(blocks=2), 5,
                               device=device, strategy="launches")
     for chain in (cpu, cuda):
         chain.set_state(W, Ht, 0)
@@ -478,7 +480,7 @@ def test_ring_strategy_is_chosen_only_where_it_applies(shim):
     def chain(data=data, model=model, multiprocessors=132, strategy="auto",
               shared_limit=gpu.DEFAULT_SHARED_LIMIT):
         device = HostShimDevice(shim, multiprocessors, shared_limit)
-        return gpu.CudaPSGLDChain(data, model, sampler, noise_seed, device=device, strategy=strategy)
+        return nmf_gpu.CudaPSGLDChain(data, model, sampler, noise_seed, device=device, strategy=strategy)
 
     assert chain().strategy == "ring"
     assert chain(strategy="launches").strategy == "launches"
@@ -636,7 +638,7 @@ def ring_and_c_sampler_on_many_blocks(device, dtype, sparse):
     else:
         data = _blocks.BlockedData.from_dense(V, 32)
     cpu = _sgld.LangevinChain(data, "psgld", 8, 1.0, 1.0, "exponential", 1.0, 1.0, 77, 1)
-    ring = gpu.CudaPSGLDChain(data, pymf.TweedieNMF(8), pymf.PSGLD(blocks=32), 77, dtype=dtype,
+    ring = nmf_gpu.CudaPSGLDChain(data, pymf.TweedieNMF(8), pymf.PSGLD(blocks=32), 77, dtype=dtype,
                               device=device, check_every=100, strategy="ring")
     rng = np.random.default_rng(5)
     W0, Ht0 = rng.uniform(0.3, 1.0, (256, 8)), rng.uniform(0.3, 1.0, (224, 8))

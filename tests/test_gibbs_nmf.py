@@ -18,7 +18,7 @@ import pytest
 
 import pymf
 from mcmc_stats import batch_means, bonferroni_z, z_scores
-from pymf import _blocks, _gibbs_nmf
+from pymf.nmf import _blocks, _gibbs_nmf
 from test_posterior import V_POISSON, poisson_gibbs
 
 ALPHA = 1e-3
@@ -256,7 +256,7 @@ def test_chain_and_data_collected_in_a_cycle():
     code = textwrap.dedent("""
         import gc
         import numpy as np
-        from pymf import _blocks, _gibbs_nmf
+        from pymf.nmf import _blocks, _gibbs_nmf
         for n in range(200):
             data = _blocks.BlockedData.from_dense(np.ones((6, 6)), 3)
             box = [_gibbs_nmf.GibbsChain(data, 2, 1.0, 1.0, 0), data]

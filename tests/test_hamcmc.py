@@ -13,7 +13,7 @@ from mcmc_stats import batch_means, bonferroni_z
 
 import hamcmc_reference as ref
 import pymf
-from pymf import _hamcmc
+from pymf.hamcmc import _hamcmc
 
 ALPHA = 1e-3
 SEED = 123456789012345

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 
 import pymf
-from pymf import _blocks, _tweedie
 
 
 def map_gradient(model, V, W, H):

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pymf import _blocks, _sgld
+from pymf import _rng
+from pymf.nmf import _blocks, _sgld
 
 
 @pytest.mark.parametrize("counter, key, expected", [
@@ -14,7 +15,7 @@ from pymf import _blocks, _sgld
 ])
 def test_philox_known_answers(counter, key, expected):
     """Random123's kat_vectors for philox4x32_10."""
-    assert _sgld.philox4x32_10(counter, key) == expected
+    assert _rng.philox4x32_10(counter, key) == expected
 
 
 def reference_noise(seed, stream, t, row, rank):
@@ -22,7 +23,7 @@ def reference_noise(seed, stream, t, row, rank):
     out = []
     for group in range((rank + 3) // 4):
         ctr = (group, row, t & 0xFFFFFFFF, stream | ((t >> 32) << 8))
-        words = _sgld.philox4x32_10(ctr, (seed & 0xFFFFFFFF, seed >> 32))
+        words = _rng.philox4x32_10(ctr, (seed & 0xFFFFFFFF, seed >> 32))
         u = (np.array(words, float) + 0.5) / 2 ** 32
         for a, b in ((u[0], u[1]), (u[2], u[3])):
             radius = np.sqrt(-2 * np.log(a))
@@ -33,18 +34,18 @@ def reference_noise(seed, stream, t, row, rank):
 @pytest.mark.parametrize("rank", [1, 4, 7, 32])
 def test_noise_follows_the_documented_counter_layout(rank):
     seed, t = 0x123456789ABCDEF, 2 ** 33 + 5  # t above 2^32 exercises its high word
-    got = _sgld.noise(seed, _sgld.STREAM_H, t, 40, 3, rank)
+    got = _rng.noise(seed, _rng.STREAM_H, t, 40, 3, rank)
     for r in range(3):
         # the C transform uses its own branch-free log and sincos (error < 1e-15)
-        np.testing.assert_allclose(got[r], reference_noise(seed, _sgld.STREAM_H, t, 40 + r, rank),
+        np.testing.assert_allclose(got[r], reference_noise(seed, _rng.STREAM_H, t, 40 + r, rank),
                                    rtol=1e-13, atol=1e-13)
-    assert np.array_equal(got, _sgld.noise_scalar(seed, _sgld.STREAM_H, t, 40, 3, rank))
+    assert np.array_equal(got, _rng.noise_scalar(seed, _rng.STREAM_H, t, 40, 3, rank))
 
 
 def test_noise_is_standard_gaussian():
     """Mean, variance, kurtosis and a KS test over 1e6 draws; family-wise false-alarm rate
     1e-3 over the four statistics."""
-    x = _sgld.noise(7, _sgld.STREAM_W, 1, 0, 31250, 32).ravel()
+    x = _rng.noise(7, _rng.STREAM_W, 1, 0, 31250, 32).ravel()
     n = x.size
     limit = stats.norm.isf(1e-3 / 8)
     assert abs(x.mean()) / np.sqrt(1 / n) < limit
@@ -54,16 +55,16 @@ def test_noise_is_standard_gaussian():
 
 
 def test_noise_depends_on_every_index_and_not_on_the_request():
-    base = _sgld.noise(1, _sgld.STREAM_W, 5, 10, 4, 8)
-    for other in (_sgld.noise(2, _sgld.STREAM_W, 5, 10, 4, 8), _sgld.noise(1, _sgld.STREAM_H, 5, 10, 4, 8),
-                  _sgld.noise(1, _sgld.STREAM_W, 6, 10, 4, 8), _sgld.noise(1, _sgld.STREAM_W, 5, 11, 4, 8)):
+    base = _rng.noise(1, _rng.STREAM_W, 5, 10, 4, 8)
+    for other in (_rng.noise(2, _rng.STREAM_W, 5, 10, 4, 8), _rng.noise(1, _rng.STREAM_H, 5, 10, 4, 8),
+                  _rng.noise(1, _rng.STREAM_W, 6, 10, 4, 8), _rng.noise(1, _rng.STREAM_W, 5, 11, 4, 8)):
         assert not np.any(np.isclose(base[1:3], other[1:3]))
-    wide = _sgld.noise(1, _sgld.STREAM_W, 5, 0, 100, 8)
+    wide = _rng.noise(1, _rng.STREAM_W, 5, 0, 100, 8)
     assert np.array_equal(wide[10:14], base)
 
 
 def test_stream_seeds_differ_by_iteration():
-    seeds = [_sgld.stream_seed(42, t) for t in range(1, 1000)]
+    seeds = [_rng.stream_seed(42, t) for t in range(1, 1000)]
     assert len(set(seeds)) == len(seeds) and all(0 <= s < 2 ** 32 for s in seeds)
 
 
@@ -73,7 +74,7 @@ def test_sgld_minibatch_reproduced_by_pygsl():
     for t in (1, 2, 1000):
         got = _sgld.sgld_minibatch(987654321, t, 5000, 50)
         r = rng_module.mt19937()
-        r.set(_sgld.stream_seed(987654321, t))
+        r.set(_rng.stream_seed(987654321, t))
         expected = [r.uniform_int(5000) for _ in range(50)]
         assert list(got) == expected
 

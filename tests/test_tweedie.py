@@ -3,7 +3,7 @@ against finite differences, for beta in {-1, 0, 0.5, 1, 1.5, 2, 3}, dense and sp
 import numpy as np
 import pytest
 
-from pymf import _blocks, _tweedie
+from pymf.nmf import _blocks, _tweedie
 
 BETAS = [-1.0, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0]
 

@@ -7,6 +7,7 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
+#include "pymf/linalg.h"
 #include "pymf/rng.h"
 
 enum { STREAM_MULTINOMIAL = 1, STREAM_W = 2, STREAM_H = 3 };
@@ -333,9 +334,7 @@ pymf_status pymf_gibbs_nmf_run(pymf_gibbs_nmf *g, int64_t n_sweeps, pymf_error *
                 ++b;
             const int64_t i = g->bad_entry[b] / grid->n_cols, j = g->bad_entry[b] % grid->n_cols;
             const double *w = g->W + i * K, *h = g->Ht + j * K;
-            double mu = 0.0;
-            for (int k = 0; k < K; ++k)
-                mu += w[k] * h[k];
+            const double mu = pymf_dot_sequential(w, h, K);
             return pymf_fail(err, PYMF_EINVAL, "sweep %lld: (W H) = %g at row %lld, column %lld, "
                              "where the count is positive (impossible under the Poisson model); "
                              "start from W, H with 0 < (W H) < inf wherever v > 0. The state is "

@@ -7,6 +7,7 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
+#include "pymf/linalg.h"
 #include "pymf/rng.h"
 
 struct pymf_sgd {

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pymf/linalg.h"
+
 pymf_status pymf_tweedie_check(const pymf_tweedie *lik, pymf_error *err)
 {
     if (lik->rank <= 0)
@@ -36,10 +38,7 @@ void pymf_tweedie_block_grad(const pymf_tweedie *lik, const pymf_blocked_data *d
                 const double mu = pymf_tweedie_floor_mu(pymf_dot(w, h, K), beta);
                 const double g = coef * pymf_tweedie_dlogp_dmu_floored(v_row[j], mu, beta, 1.0);
                 double *gh = gHt + j * K;
-                for (int k = 0; k < K; ++k) {
-                    gw[k] += g * h[k];
-                    gh[k] += g * w[k];
-                }
+                pymf_axpy2(K, g, h, gw, w, gh);
             }
         }
         return;
@@ -52,10 +51,7 @@ void pymf_tweedie_block_grad(const pymf_tweedie *lik, const pymf_blocked_data *d
         const double g = coef * pymf_tweedie_dlogp_dmu_floored(data->vals[e], mu, beta, 1.0);
         double *gw = gW + (int64_t)data->rows[e] * K;
         double *gh = gHt + (int64_t)data->cols[e] * K;
-        for (int k = 0; k < K; ++k) {
-            gw[k] += g * h[k];
-            gh[k] += g * w[k];
-        }
+        pymf_axpy2(K, g, h, gw, w, gh);
     }
 }
 

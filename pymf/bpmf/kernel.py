@@ -1,10 +1,10 @@
-"""The BPMF family's kernels: DSGLD chains and the BPMF Gibbs chain (pymf._bpmf) seen by
+"""The BPMF family's kernels: DSGLD chains and the BPMF Gibbs chain (pymf.bpmf._bpmf) seen by
 the engine's run loop."""
 import math
 
 import numpy as np
 
-from pymf import _bpmf
+from pymf.bpmf import _bpmf
 from pymf.bpmf.layout import Layout, _initial_params, bpmf_seeds
 from pymf.bpmf.samplers import DSGLD
 from pymf.engine.kernel import Kernel

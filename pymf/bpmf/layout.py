@@ -9,7 +9,7 @@ Langevin noise) and the GSL seed of its precision draws. Results are a pure func
 """
 import numpy as np
 
-from pymf import _bpmf
+from pymf.bpmf import _bpmf
 from pymf.data import real_array
 from pymf.engine.seeds import seed_sequence
 

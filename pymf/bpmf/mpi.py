@@ -10,7 +10,7 @@ round r, chain c works on orthogonal group (c + r - 1) mod n_groups; for each of
 the server sends the sub-parameters U^(c,s), V^(c,s) (the block's user and item stripes,
 their biases, and the chain's precisions) to the block's worker, which runs gamma DSGLD
 steps on its local ratings with the same C kernel as the shared-memory sampler
-(pymf._bpmf.BlockWorker) and sends them back. Only these sub-parameters travel, never the
+(pymf.bpmf._bpmf.BlockWorker) and sends them back. Only these sub-parameters travel, never the
 whole U or V. Workers know the schedule, so messages carry no headers: each worker handles
 its tasks of a round in (chain, slot) order.
 
@@ -29,7 +29,7 @@ import sys
 
 import numpy as np
 
-from pymf import _bpmf
+from pymf.bpmf import _bpmf
 from pymf.bpmf.kernel import _CHAIN_ARRAYS, ChainsKernel, _rmse
 from pymf.bpmf.layout import Layout, _initial_params, bpmf_seeds
 from pymf.bpmf.samplers import DSGLD

@@ -17,7 +17,7 @@ matrix factorisation), pymf.SGRLD (the inverse expected Fisher information of th
 problem as a constant metric: here the exact posterior covariance, O(D^2) per iteration
 and O(N D^2 + D^3) to set up) and pymf.HAMCMC (an L-BFGS inverse Hessian from the last 2M
 samples, O(M^2 D) per iteration). The maths, the conventions and what HAMCMC's first 2M
-iterations do are in core/include/pymf/hamcmc.h; the C core runs every iteration.
+iterations do are in core/include/pymf/sgmcmc.h; the C core runs every iteration.
 
 Seeding: numpy.random.SeedSequence(seed).spawn(2): the Philox key of the noise and the
 minibatches, and the starting state (a draw from the prior unless init= is given). The

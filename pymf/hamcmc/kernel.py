@@ -1,11 +1,11 @@
-"""The linear-Gaussian chain (pymf._hamcmc.Chain) seen by the engine's run loop. One C call
+"""The linear-Gaussian chain (pymf.hamcmc._hamcmc.Chain) seen by the engine's run loop. One C call
 runs many iterations and returns every one's state, so the loop keeps the thin-th ones
 without a Python call per iteration."""
 import math
 
 import numpy as np
 
-from pymf import _hamcmc
+from pymf.hamcmc import _hamcmc
 from pymf.engine.kernel import Kernel
 from pymf.errors import DivergenceError
 

@@ -1,4 +1,4 @@
-"""The NMF family's kernel: a C chain (pymf._chain.FactorChain subclasses: the Langevin
+"""The NMF family's kernel: a C chain (pymf.nmf._chain.FactorChain subclasses: the Langevin
 samplers, Gibbs; or the GPU chain of pymf.gpu) on the block grid of the data, seen by the
 engine's run loop in the user's row and column order.
 
@@ -10,7 +10,7 @@ and a run resumed from a checkpoint continues exactly as if it had not stopped.
 """
 import numpy as np
 
-from pymf import _blocks, _gibbs_nmf, _sgd, _sgld, _tweedie
+from pymf.nmf import _blocks, _gibbs_nmf, _sgd, _sgld, _tweedie
 from pymf.data import Ratings, as_observed, real_array
 from pymf.engine.driver import digest, rmse
 from pymf.engine.kernel import Kernel
@@ -125,8 +125,8 @@ def make_chain(sampler, data, model, noise_seed, schedule_seed, batch_size, only
                               model.lam_w, model.lam_h, schedule_seed, batch_size=batch_size,
                               part_order=sampler.part_order, n_threads=sampler.n_threads)
     if getattr(sampler, "backend", "cpu") == "cuda":
-        from pymf import gpu
-        return gpu.CudaPSGLDChain(data, model, sampler, noise_seed, dtype=np.dtype(sampler.dtype))
+        from pymf.nmf.gpu import CudaPSGLDChain
+        return CudaPSGLDChain(data, model, sampler, noise_seed, dtype=np.dtype(sampler.dtype))
     return _sgld.LangevinChain(
         data, sampler.kind, model.rank, model.beta, model.phi, model.prior, model.lam_w,
         model.lam_h, noise_seed, schedule_seed, batch_size=batch_size,

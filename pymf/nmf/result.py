@@ -2,7 +2,7 @@
 (FitResult)."""
 import numpy as np
 
-from pymf import _tweedie
+from pymf.nmf import _tweedie
 from pymf.data import entry_ids
 from pymf.engine.result import Result
 

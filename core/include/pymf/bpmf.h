@@ -20,7 +20,7 @@
  *   hbar_i = sum_s v(s) (1 - (1 - N_i^(s) / N_s)^m)          (bias corrector),
  * and likewise for items and the biases. Unlike the paper, the noise of a touched row has
  * variance 2 eps / hbar_i (noise_correction = 1, the default): with 2 eps the chain samples
- * a tempered posterior (see bpmf.c and tests/test_bpmf.py, which shows both). The estimator is unbiased for the gradient of the
+ * a tempered posterior (see bpmf_block.c and tests/test_bpmf.py, which shows both). The estimator is unbiased for the gradient of the
  * log posterior given the precisions, averaged over the schedule and the minibatch.
  *
  * Randomness: minibatch indices and Langevin noise come from Philox keyed by the chain's
@@ -93,9 +93,10 @@ static inline int pymf_bpmf_chain_group(const pymf_bpmf_data *d, int chain, int6
 }
 
 /* Bias correctors hbar (n_users and n_items) for minibatches of m ratings. Rows without
- * ratings get 0 (they are never in a minibatch). */
-void pymf_bpmf_bias_correctors(const pymf_bpmf_data *d, int64_t m, double *h_user,
-                               double *h_item);
+ * ratings get 0 (they are never in a minibatch). PYMF_ENOMEM if its scratch space cannot be
+ * allocated (h_user and h_item are then left as they were). */
+pymf_status pymf_bpmf_bias_correctors(const pymf_bpmf_data *d, int64_t m, double *h_user,
+                                      double *h_item, pymf_error *err);
 
 /* Predictions rbar + u.v + a + b for n (user, item) pairs in grid order. */
 void pymf_bpmf_predict(const pymf_bpmf_model *model, const pymf_bpmf_params *p, int64_t n,
@@ -137,7 +138,7 @@ typedef struct {
     uint64_t noise_seed;  /* the chain's Philox key */
     int64_t batch_size;   /* m */
     int add_noise;        /* 1: DSGLD; 0: stochastic gradient ascent on the log posterior */
-    int noise_correction; /* 1: noise N(0, 2 eps / hbar) for a touched row (see bpmf.c);
+    int noise_correction; /* 1: noise N(0, 2 eps / hbar) for a touched row (see bpmf_block.c);
                              0: N(0, 2 eps) as written in the paper */
 } pymf_dsgld_stepper;
 

@@ -30,7 +30,8 @@
 #ifndef PYMF_GIBBS_NMF_H
 #define PYMF_GIBBS_NMF_H
 
-#include "pymf/sgld.h"
+#include "pymf/blocks.h"
+#include "pymf/nmf_model.h"
 
 typedef struct {
     uint64_t seed;

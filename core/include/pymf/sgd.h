@@ -17,7 +17,8 @@
 #ifndef PYMF_SGD_H
 #define PYMF_SGD_H
 
-#include "pymf/sgld.h"
+#include "pymf/blocks.h"
+#include "pymf/nmf_model.h"
 
 typedef enum { PYMF_OPT_SGD = 0, PYMF_OPT_DSGD = 1 } pymf_sgd_kind;
 

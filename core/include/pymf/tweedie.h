@@ -6,7 +6,8 @@
  *   log p(v | mu, phi, beta) = -d_beta(v || mu) / phi + c(v, phi, beta),
  *   d/dmu log p = mu^(beta-2) (v - mu) / phi.
  *
- * The per-entry functions are PYMF_HD so the CUDA kernels compile the very same formulas.
+ * The per-entry functions are PYMF_HD so the CUDA kernels compile the very same formulas;
+ * mu_ij = <w_i, h_j> is pymf_dot (pymf/linalg.h) everywhere.
  *
  * The mu floor: for beta < 2 both mu^(beta-2) and log(mu) blow up as mu -> 0, and a
  * non-negative factorisation can put mu exactly at 0 (a mirrored factor at zero). Every
@@ -18,6 +19,7 @@
 #define PYMF_TWEEDIE_H
 
 #include "pymf/common.h"
+#include "pymf/linalg.h"
 
 #ifndef __CUDACC__
 #include <math.h>
@@ -69,23 +71,6 @@ PYMF_HD double pymf_tweedie_dlogp_dmu_floored(double v, double mu, double beta, 
 PYMF_HD double pymf_tweedie_dlogp_dmu(double v, double mu, double beta, double inv_phi)
 {
     return pymf_tweedie_dlogp_dmu_floored(v, pymf_tweedie_floor_mu(mu, beta), beta, inv_phi);
-}
-
-/* mu_ij = <w_i, h_j> over the K factors. Four partial sums in a fixed order: the result
- * is the same whichever thread computes it, and the compiler can keep them in registers. */
-PYMF_HD double pymf_dot(const double *a, const double *b, int n)
-{
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    int k = 0;
-    for (; k + 4 <= n; k += 4) {
-        s0 += a[k] * b[k];
-        s1 += a[k + 1] * b[k + 1];
-        s2 += a[k + 2] * b[k + 2];
-        s3 += a[k + 3] * b[k + 3];
-    }
-    for (; k < n; ++k)
-        s0 += a[k] * b[k];
-    return (s0 + s1) + (s2 + s3);
 }
 
 /* ---- Whole-matrix and per-block operations (C only; the GPU has its own kernels). ---- */

@@ -1,26 +1,16 @@
-"""Bindings of core/src/sgld.c: the LD, SGLD and PSGLD samplers and their noise."""
+"""Bindings of core/src/langevin.c: the LD, SGLD and PSGLD samplers. Their Philox noise is
+reproduced by pymf._rng.noise (streams STREAM_W for W, STREAM_H for H^T)."""
 import numpy as np
 
 cimport cython
 
-from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint64_t
 
-from pymf._blocks cimport BlockedData
-from pymf._core cimport (pymf_status, PYMF_LD, PYMF_PARTS_CYCLIC, PYMF_PARTS_RANDOM, PYMF_PRIOR_EXPONENTIAL,
-                         PYMF_PRIOR_GAUSSIAN, PYMF_PSGLD, PYMF_SGLD, PYMF_STREAM_H,
-                         PYMF_STREAM_W, pymf_error, pymf_error_clear, pymf_langevin,
-                         pymf_langevin_config, pymf_langevin_create, pymf_langevin_destroy,
-                         pymf_langevin_get_state, pymf_langevin_loglik, pymf_langevin_part,
-                         pymf_langevin_run, pymf_langevin_set_state, pymf_langevin_set_threads,
-                         pymf_langevin_get_cols, pymf_langevin_set_cols, pymf_langevin_set_totals,
-                         pymf_langevin_cols,
-                         pymf_nmf_model, pymf_noise_row, pymf_noise_rows, pymf_philox4x32_10,
-                         pymf_sgld_minibatch, pymf_stream_seed)
-from pymf._chain cimport FactorChain, nmf_model
+from pymf._core cimport pymf_error, pymf_error_clear, pymf_status
 from pymf._status cimport check
+from pymf.nmf._blocks cimport PYMF_PARTS_CYCLIC, PYMF_PARTS_RANDOM, BlockedData
+from pymf.nmf._chain cimport FactorChain, nmf_model, pymf_nmf_model
 
-STREAM_W = PYMF_STREAM_W
-STREAM_H = PYMF_STREAM_H
 _KINDS = {"ld": PYMF_LD, "sgld": PYMF_SGLD, "psgld": PYMF_PSGLD}
 _ORDERS = {"cyclic": PYMF_PARTS_CYCLIC, "random": PYMF_PARTS_RANDOM}
 
@@ -76,12 +66,8 @@ cdef class LangevinChain(FactorChain):
     cdef pymf_status c_loglik(self, double *out, pymf_error *err) noexcept nogil:
         return pymf_langevin_loglik(self.chain, out, err)
 
-
-
-
     def set_threads(self, int n_threads):
         pymf_langevin_set_threads(self.chain, n_threads)
-
 
     def set_totals(self, int64_t n_observed, part_sizes):
         """N and |Pi_p| of the whole data set (a distributed run holds one row piece)."""
@@ -118,51 +104,6 @@ cdef class LangevinChain(FactorChain):
             raise ValueError("bad column range")
         cdef double[:, ::1] view = <double[:c1 - c0, :self.rank]> pymf_langevin_cols(self.chain, c0)
         return np.asarray(view)
-
-
-
-
-def noise(uint64_t seed, uint32_t stream, uint64_t t, uint32_t first_row, uint32_t n_rows,
-          int rank):
-    """The standard Gaussians the samplers add at iteration t to rows
-    first_row .. first_row + n_rows - 1 of W (stream STREAM_W) or of H^T (STREAM_H)
-    (the vectorised CPU generator the samplers use)."""
-    out = np.empty((n_rows, rank))
-    cdef double[:, ::1] o = out
-    if n_rows > 0:
-        with nogil:
-            pymf_noise_rows(seed, stream, t, first_row, n_rows, rank, &o[0, 0])
-    return out
-
-
-def noise_scalar(uint64_t seed, uint32_t stream, uint64_t t, uint32_t first_row,
-                 uint32_t n_rows, int rank):
-    """The same Gaussians, one Philox call at a time (the per-entry path the GPU kernels
-    use); equal to noise() bit for bit."""
-    out = np.empty((n_rows, rank))
-    cdef double[:, ::1] o = out
-    cdef uint32_t r
-    for r in range(n_rows):
-        pymf_noise_row(seed, stream, t, first_row + r, rank, &o[r, 0])
-    return out
-
-
-def philox4x32_10(counter, key):
-    """Philox4x32-10 of a 4-word counter and a 2-word key (known-answer tests)."""
-    cdef uint32_t c[4]
-    cdef uint32_t k[2]
-    cdef uint32_t o[4]
-    for i in range(4):
-        c[i] = counter[i]
-    k[0] = key[0]
-    k[1] = key[1]
-    pymf_philox4x32_10(c, k, o)
-    return (o[0], o[1], o[2], o[3])
-
-
-def stream_seed(uint64_t base, uint64_t t):
-    """The GSL seed of iteration t of a stream (see core/include/pymf/rng.h)."""
-    return int(pymf_stream_seed(base, t))
 
 
 def sgld_minibatch(uint64_t schedule_seed, int64_t t, int64_t n_observed, int64_t batch_size):

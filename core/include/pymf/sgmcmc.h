@@ -1,15 +1,13 @@
 /*
- * pymf/hamcmc.h: HAMCMC, stochastic quasi-Newton Langevin Monte Carlo (Simsekli, Badeau,
+ * pymf/sgmcmc.h: HAMCMC, stochastic quasi-Newton Langevin Monte Carlo (Simsekli, Badeau,
  * Cemgil & Richard, ICML 2016), and the samplers the paper compares it with, on the
- * paper's linear-Gaussian model (section 4.1), whose posterior is known exactly.
- *
- * Model: theta ~ N(0, prior_var I) in R^D, x_n | theta ~ N(a_n . theta, noise_var), n < N.
- * Potential U(theta) = -log p(theta) - sum_n log p(x_n | theta); its minibatch estimate
- * U_Omega scales the likelihood part by N / |Omega| (Omega drawn with replacement).
+ * paper's linear-Gaussian model (section 4.1, pymf/linear_gaussian.h: the potential U and
+ * its minibatch estimate U_Omega), whose posterior is known exactly. The L-BFGS products
+ * are in pymf/lbfgs.h.
  *
  * Samplers (convention theta += -eps * precond * grad U_Omega + N(0, 2 eps precond)):
  *   SGLD    precond = I.
- *   PSGLD   preconditioned SGLD (Li et al., AAAI 2016; not the parallel SGLD of sgld.h):
+ *   PSGLD   preconditioned SGLD (Li et al., AAAI 2016; not the parallel SGLD of langevin.h):
  *           V = alpha V + (1 - alpha) g*g with g the mean per-datum likelihood gradient of
  *           the minibatch (V starts at g*g of the first one), precond = diag(1 / (lambda +
  *           sqrt V)); the correction term Gamma is dropped, as in the paper's experiments.
@@ -36,21 +34,14 @@
  * A non-finite new state stops the run with PYMF_EDIVERGED naming the iteration; the last
  * finite state (and everything the sampler carries) is kept.
  */
-#ifndef PYMF_HAMCMC_H
-#define PYMF_HAMCMC_H
+#ifndef PYMF_SGMCMC_H
+#define PYMF_SGMCMC_H
 
 #include "pymf/common.h"
+#include "pymf/linear_gaussian.h"
 
 #define PYMF_STREAM_SGMCMC_NOISE 8u
 #define PYMF_STREAM_SGMCMC_BATCH 9u
-
-typedef struct {
-    int64_t n_data;   /* N */
-    int dim;          /* D */
-    const double *A;  /* N x D, row-major: a_n is row n */
-    const double *x;  /* N */
-    double noise_var, prior_var;
-} pymf_linear_gaussian;
 
 typedef enum {
     PYMF_SGMCMC_SGLD = 0,
@@ -91,20 +82,5 @@ pymf_status pymf_sgmcmc_run(pymf_sgmcmc *s, int64_t n_iter, const double *eps, d
 void pymf_sgmcmc_state(const pymf_sgmcmc *s, double *theta, int64_t *t);
 /* HAMCMC: memory pairs left out so far because s^T y <= 0. */
 int64_t pymf_sgmcmc_skipped_pairs(const pymf_sgmcmc *s);
-
-/* grad U_Omega(theta) over the entries idx[0 .. n_idx - 1] (idx NULL: all N entries, scale 1).
- * With mean_lik not NULL, also the mean per-datum likelihood gradient over them. */
-void pymf_lg_grad_potential(const pymf_linear_gaussian *m, const double *theta, const int64_t *idx,
-                            int64_t n_idx, double *grad, double *mean_lik);
-
-/* L-BFGS products from H^0 = gamma I and n_pairs pairs (s_i, y_i), oldest first (rows of
- * S and Y, n_pairs x D); pairs with s^T y <= 0 are left out (as in the sampler):
- *   pymf_lbfgs_apply:      out = H g (two-loop recursion, O(n_pairs D))
- *   pymf_lbfgs_sqrt_apply: out = S z with S S^T = H (product form, O(n_pairs^2 D)).
- * work: 4 n_pairs D + 2 D doubles. Returns the number of pairs used. */
-int pymf_lbfgs_apply(int dim, int n_pairs, const double *S, const double *Y, double gamma,
-                     const double *g, double *out, double *work);
-int pymf_lbfgs_sqrt_apply(int dim, int n_pairs, const double *S, const double *Y, double gamma,
-                          const double *z, double *out, double *work);
 
 #endif

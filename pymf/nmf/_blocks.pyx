@@ -4,9 +4,7 @@ import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int64_t
 
-from pymf._core cimport (pymf_block_size, pymf_blocked_free, pymf_blocked_from_dense,
-                         pymf_blocked_from_sparse, pymf_error, pymf_error_clear, pymf_grid_free,
-                         pymf_grid_init, pymf_part_size)
+from pymf._core cimport pymf_error, pymf_error_clear
 from pymf._status cimport check
 
 cnp.import_array()

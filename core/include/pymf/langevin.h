@@ -1,5 +1,5 @@
 /*
- * pymf/sgld.h: Langevin samplers for Tweedie matrix factorisation (PSGLD paper, sections
+ * pymf/langevin.h: Langevin samplers for Tweedie matrix factorisation (PSGLD paper, sections
  * 2-3): LD (full gradient), SGLD (minibatch of entries with replacement) and PSGLD (one
  * part of the block grid per iteration, its blocks in parallel).
  *
@@ -14,20 +14,13 @@
  * entry is finite: a diverging chain stops with PYMF_EDIVERGED and keeps its last finite
  * state.
  */
-#ifndef PYMF_SGLD_H
-#define PYMF_SGLD_H
+#ifndef PYMF_LANGEVIN_H
+#define PYMF_LANGEVIN_H
 
 #include "pymf/blocks.h"
-#include "pymf/tweedie.h"
+#include "pymf/nmf_model.h"
 
-typedef enum { PYMF_PRIOR_EXPONENTIAL = 0, PYMF_PRIOR_GAUSSIAN = 1 } pymf_prior;
 typedef enum { PYMF_LD = 0, PYMF_SGLD = 1, PYMF_PSGLD = 2 } pymf_langevin_kind;
-
-typedef struct {
-    pymf_tweedie likelihood;
-    pymf_prior prior;
-    double lam_w, lam_h; /* exponential rates, or Gaussian precisions */
-} pymf_nmf_model;
 
 typedef struct {
     pymf_langevin_kind kind;

@@ -1,11 +1,13 @@
 /* HAMCMC and its baselines (SGLD, preconditioned SGLD, SGRLD) on the linear-Gaussian
- * model: see pymf/hamcmc.h for the maths. */
-#include "pymf/hamcmc.h"
+ * model: see pymf/sgmcmc.h for the maths. */
+#include "pymf/sgmcmc.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pymf/lbfgs.h"
+#include "pymf/linalg.h"
 #include "pymf/philox.h"
 
 struct pymf_sgmcmc {
@@ -28,136 +30,6 @@ struct pymf_sgmcmc {
     uint32_t *batch_words;
     int64_t skipped_pairs;
 };
-
-/* ------------------------------------------------------------------ the model */
-
-void pymf_lg_grad_potential(const pymf_linear_gaussian *m, const double *theta, const int64_t *idx,
-                            int64_t n_idx, double *grad, double *mean_lik)
-{
-    const int D = m->dim;
-    const int64_t n = idx == NULL ? m->n_data : n_idx;
-    /* the likelihood part: sum over the entries of a_n (x_n - a_n . theta) / noise_var */
-    double *lik = mean_lik != NULL ? mean_lik : grad;
-    memset(lik, 0, (size_t)D * sizeof(double));
-    for (int64_t i = 0; i < n; ++i) {
-        const int64_t row = idx == NULL ? i : idx[i];
-        const double *a = m->A + row * D;
-        double dot = 0.0;
-        for (int d = 0; d < D; ++d)
-            dot += a[d] * theta[d];
-        const double r = (m->x[row] - dot) / m->noise_var;
-        for (int d = 0; d < D; ++d)
-            lik[d] += r * a[d];
-    }
-    const double scale = n > 0 ? (double)m->n_data / (double)n : 0.0;
-    for (int d = 0; d < D; ++d) {
-        const double sum = lik[d];
-        grad[d] = theta[d] / m->prior_var - scale * sum;
-        if (mean_lik != NULL)
-            mean_lik[d] = n > 0 ? sum / (double)n : 0.0;
-    }
-}
-
-/* ------------------------------------------------------------------ L-BFGS products */
-
-static double dot(int D, const double *a, const double *b)
-{
-    double s = 0.0;
-    for (int d = 0; d < D; ++d)
-        s += a[d] * b[d];
-    return s;
-}
-
-static void axpy(int D, double alpha, const double *x, double *y)
-{
-    for (int d = 0; d < D; ++d)
-        y[d] += alpha * x[d];
-}
-
-/* s^T y > 0 (and finite): the pair keeps H positive definite */
-static int usable(int D, const double *s, const double *y, double *sy)
-{
-    *sy = dot(D, s, y);
-    return isfinite(*sy) && *sy > 0.0;
-}
-
-int pymf_lbfgs_apply(int D, int n_pairs, const double *S, const double *Y, double gamma,
-                     const double *g, double *out, double *work)
-{
-    double *alpha = work;       /* n_pairs */
-    double *rho = work + n_pairs; /* n_pairs; 0 marks a pair left out */
-    int used = 0;
-    for (int i = 0; i < n_pairs; ++i) {
-        double sy;
-        rho[i] = usable(D, S + (size_t)i * D, Y + (size_t)i * D, &sy) ? 1.0 / sy : 0.0;
-        used += rho[i] > 0.0;
-    }
-    memcpy(out, g, (size_t)D * sizeof(double));
-    for (int i = n_pairs - 1; i >= 0; --i) {
-        if (rho[i] == 0.0)
-            continue;
-        alpha[i] = rho[i] * dot(D, S + (size_t)i * D, out);
-        axpy(D, -alpha[i], Y + (size_t)i * D, out);
-    }
-    for (int d = 0; d < D; ++d)
-        out[d] *= gamma;
-    for (int i = 0; i < n_pairs; ++i) {
-        if (rho[i] == 0.0)
-            continue;
-        const double beta = rho[i] * dot(D, Y + (size_t)i * D, out);
-        axpy(D, alpha[i] - beta, S + (size_t)i * D, out);
-    }
-    return used;
-}
-
-int pymf_lbfgs_sqrt_apply(int D, int n_pairs, const double *S, const double *Y, double gamma,
-                          const double *z, double *out, double *work)
-{
-    /* H^m = (I - p q^T) H^(m-1) (I - q p^T) and B^m = (H^m)^-1 = C^m (C^m)^T with
-     * C^m = (I - u v^T) C^(m-1), from H^0 = gamma I, C^0 = I / sqrt(gamma):
-     *   b = B^(m-1) s, sigma = s^T b,
-     *   p = s / (s^T y), q = sqrt(s^T y / sigma) b + y,
-     *   v = s / sigma,   u = sqrt(sigma / s^T y) y + b,
-     * so S^m = (I - p q^T) S^(m-1), S^0 = sqrt(gamma) I, satisfies S S^T = H. */
-    double *P = work, *Q = work + (size_t)n_pairs * D;
-    double *Uv = work + 2 * (size_t)n_pairs * D, *Vv = work + 3 * (size_t)n_pairs * D;
-    double *b = work + 4 * (size_t)n_pairs * D;
-    const double root_gamma = sqrt(gamma);
-    int used = 0; /* pairs kept so far: the rows 0 .. used - 1 of P, Q, Uv, Vv */
-    for (int i = 0; i < n_pairs; ++i) {
-        const double *s = S + (size_t)i * D, *y = Y + (size_t)i * D;
-        double sy;
-        if (!usable(D, s, y, &sy))
-            continue;
-        /* b = C C^T s: C^T = (1/sqrt(gamma)) (I - v_1 u_1^T) ... (I - v_k u_k^T) */
-        memcpy(b, s, (size_t)D * sizeof(double));
-        for (int j = used - 1; j >= 0; --j)
-            axpy(D, -dot(D, Uv + (size_t)j * D, b), Vv + (size_t)j * D, b);
-        for (int d = 0; d < D; ++d)
-            b[d] /= gamma; /* 1/sqrt(gamma) from C^T and from C */
-        for (int j = 0; j < used; ++j)
-            axpy(D, -dot(D, Vv + (size_t)j * D, b), Uv + (size_t)j * D, b);
-        const double sigma = dot(D, s, b);
-        double *p = P + (size_t)used * D, *q = Q + (size_t)used * D;
-        double *u = Uv + (size_t)used * D, *v = Vv + (size_t)used * D;
-        const double c_q = sqrt(sy / sigma), c_u = sqrt(sigma / sy);
-        for (int d = 0; d < D; ++d) {
-            p[d] = s[d] / sy;
-            q[d] = c_q * b[d] + y[d];
-            v[d] = s[d] / sigma;
-            u[d] = c_u * y[d] + b[d];
-        }
-        ++used;
-    }
-    /* out = (I - p_k q_k^T) ... (I - p_1 q_1^T) sqrt(gamma) z */
-    for (int d = 0; d < D; ++d)
-        out[d] = root_gamma * z[d];
-    for (int j = 0; j < used; ++j)
-        axpy(D, -dot(D, Q + (size_t)j * D, out), P + (size_t)j * D, out);
-    return used;
-}
-
-/* ------------------------------------------------------------------ the sampler */
 
 void pymf_sgmcmc_destroy(pymf_sgmcmc *s)
 {
@@ -367,7 +239,7 @@ static void add_pair(pymf_sgmcmc *s, const int64_t *batch, const double *from,
         py[k] = s->grad2[k] - grad_from[k] + s->config.lambda * ps[k];
     }
     double sy;
-    if (!usable(D, ps, py, &sy))
+    if (!pymf_lbfgs_pair_usable(D, ps, py, &sy))
         ++s->skipped_pairs;
     ++s->n_pairs;
 }
@@ -417,11 +289,9 @@ pymf_status pymf_sgmcmc_run(pymf_sgmcmc *s, int64_t n_iter, const double *eps, d
                 s->step[k] = v;
             }
             for (int k = 0; k < D; ++k) {
-                double drift = 0.0, noise = 0.0;
-                for (int j = 0; j <= k; ++j) {
-                    drift += s->chol[(size_t)k * d + j] * s->step[j];
-                    noise += s->chol[(size_t)k * d + j] * s->noise[j];
-                }
+                const double *row = s->chol + (size_t)k * d;
+                const double drift = pymf_dot_sequential(row, s->step, k + 1);
+                const double noise = pymf_dot_sequential(row, s->noise, k + 1);
                 s->next[k] = from[k] - e * drift + root * noise;
             }
         } else {

@@ -5,14 +5,11 @@ cimport cython
 
 from libc.stdint cimport int64_t, uint64_t
 
-from pymf._blocks cimport BlockedData
-from pymf._core cimport (pymf_status, PYMF_OPT_DSGD, PYMF_OPT_SGD, PYMF_PARTS_CYCLIC, PYMF_PARTS_RANDOM,
-                         PYMF_PRIOR_EXPONENTIAL, PYMF_PRIOR_GAUSSIAN, pymf_error,
-                         pymf_error_clear, pymf_nmf_model, pymf_sgd, pymf_sgd_config,
-                         pymf_sgd_create, pymf_sgd_destroy, pymf_sgd_get_state, pymf_sgd_loglik,
-                         pymf_sgd_run, pymf_sgd_set_state)
-from pymf._chain cimport FactorChain, nmf_model
+from pymf._core cimport pymf_error, pymf_error_clear, pymf_status
 from pymf._status cimport check
+from pymf.nmf._blocks cimport PYMF_PARTS_CYCLIC, PYMF_PARTS_RANDOM, BlockedData
+from pymf.nmf._chain cimport (PYMF_PRIOR_EXPONENTIAL, PYMF_PRIOR_GAUSSIAN, FactorChain, nmf_model,
+                              pymf_nmf_model)
 
 _KINDS = {"sgd": PYMF_OPT_SGD, "dsgd": PYMF_OPT_DSGD}
 _ORDERS = {"cyclic": PYMF_PARTS_CYCLIC, "random": PYMF_PARTS_RANDOM}

@@ -7,8 +7,7 @@ cimport cython
 
 from libc.stdint cimport int64_t
 
-from pymf._core cimport (PYMF_EINVAL, PYMF_PRIOR_EXPONENTIAL, PYMF_PRIOR_GAUSSIAN, pymf_error,
-                         pymf_error_clear, pymf_nmf_model, pymf_status)
+from pymf._core cimport PYMF_EINVAL, pymf_error, pymf_error_clear, pymf_status
 from pymf._status cimport check
 
 

@@ -3,11 +3,9 @@ import numpy as np
 
 from libc.stdint cimport int64_t
 
-from pymf._blocks cimport BlockedData
-from pymf._core cimport (PYMF_MU_FLOOR, pymf_beta_divergence, pymf_error, pymf_error_clear,
-                         pymf_predict_entries, pymf_tweedie, pymf_tweedie_check,
-                         pymf_tweedie_dlogp_dmu, pymf_tweedie_grad, pymf_tweedie_loglik)
+from pymf._core cimport pymf_error, pymf_error_clear
 from pymf._status cimport check
+from pymf.nmf._blocks cimport BlockedData
 
 MU_FLOOR = PYMF_MU_FLOOR
 

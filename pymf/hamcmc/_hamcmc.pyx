@@ -1,5 +1,6 @@
-"""Bindings of core/src/hamcmc.c: HAMCMC and its baselines (SGLD, preconditioned SGLD,
-SGRLD) on the linear-Gaussian model, and the L-BFGS products they use.
+"""Bindings of core/src/sgmcmc.c, linear_gaussian.c and lbfgs.c: HAMCMC and its baselines
+(SGLD, preconditioned SGLD, SGRLD) on the linear-Gaussian model, and the L-BFGS products
+they use.
 
 The Python layer (pymf.hamcmc) validates the data and the settings; these functions only
 hold the arrays and call the C core, whose checks raise through pymf._status.check.
@@ -9,12 +10,7 @@ import numpy as np
 cimport cython
 from libc.stdint cimport int64_t, uint64_t
 
-from pymf._core cimport (PYMF_SGMCMC_HAMCMC, PYMF_SGMCMC_PSGLD, PYMF_SGMCMC_SGLD,
-                         PYMF_SGMCMC_SGRLD, pymf_error, pymf_error_clear, pymf_lbfgs_apply,
-                         pymf_lbfgs_sqrt_apply, pymf_lg_grad_potential, pymf_linear_gaussian,
-                         pymf_sgmcmc, pymf_sgmcmc_config, pymf_sgmcmc_create,
-                         pymf_sgmcmc_destroy, pymf_sgmcmc_run, pymf_sgmcmc_skipped_pairs,
-                         pymf_sgmcmc_start, pymf_sgmcmc_state)
+from pymf._core cimport pymf_error, pymf_error_clear
 from pymf._status cimport check
 
 _KINDS = {"sgld": PYMF_SGMCMC_SGLD, "precond_sgld": PYMF_SGMCMC_PSGLD, "sgrld": PYMF_SGMCMC_SGRLD,

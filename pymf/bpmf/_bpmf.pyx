@@ -1,4 +1,5 @@
-"""Bindings of core/src/bpmf.c (BPMF by DSGLD) and core/src/bpmf_gibbs.c (its Gibbs baseline).
+"""Bindings of core/src/bpmf_model.c, bpmf_block.c and bpmf_dsgld.c (BPMF by DSGLD) and
+core/src/bpmf_gibbs.c (its Gibbs baseline).
 
 The Python layer (pymf.bpmf) validates the ratings, permutes users and items into grid
 order and cuts them into blocks; these classes only hold the arrays and call the C core.
@@ -9,22 +10,7 @@ import numpy as np
 cimport cython
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
-from pymf._core cimport (PYMF_BPMF_HYPER_GAMMA, PYMF_BPMF_HYPER_WISHART, pymf_bpmf_bias_correctors,
-                         pymf_bpmf_chain_group, pymf_bpmf_check, pymf_bpmf_data,
-                         pymf_bpmf_gibbs, pymf_bpmf_gibbs_config, pymf_bpmf_gibbs_create,
-                         pymf_bpmf_gibbs_destroy, pymf_bpmf_gibbs_get_state,
-                         pymf_bpmf_gibbs_hyper_size, pymf_bpmf_gibbs_params, pymf_bpmf_gibbs_run,
-                         pymf_bpmf_gibbs_set_state, pymf_bpmf_gibbs_set_threads,
-                         pymf_bpmf_group_block, pymf_bpmf_group_size, pymf_bpmf_log_posterior,
-                         pymf_bpmf_model, pymf_bpmf_n_groups, pymf_bpmf_params, pymf_bpmf_predict,
-                         pymf_bpmf_rows, pymf_bpmf_sq_error, pymf_dsgld, pymf_dsgld_block,
-                         pymf_dsgld_block_gradient, pymf_dsgld_block_steps, pymf_dsgld_config,
-                         pymf_dsgld_create, pymf_dsgld_destroy, pymf_dsgld_get_state,
-                         pymf_dsgld_hyper_step, pymf_dsgld_params, pymf_dsgld_run,
-                         pymf_dsgld_scratch, pymf_dsgld_scratch_create,
-                         pymf_dsgld_scratch_destroy, pymf_dsgld_set_state,
-                         pymf_dsgld_set_threads, pymf_dsgld_stepper, pymf_error,
-                         pymf_error_clear, pymf_status)
+from pymf._core cimport pymf_error, pymf_error_clear, pymf_status
 from pymf._status cimport check
 
 
@@ -148,7 +134,10 @@ cdef class BlockLayout:
         h_user = np.zeros(self.data.n_users)
         h_item = np.zeros(self.data.n_items)
         cdef double[::1] hu = h_user, hi = h_item
-        pymf_bpmf_bias_correctors(&self.data, batch_size, &hu[0], &hi[0])
+        cdef pymf_error err
+        pymf_error_clear(&err)
+        pymf_bpmf_bias_correctors(&self.data, batch_size, &hu[0], &hi[0], &err)
+        check(&err)
         return h_user, h_item
 
 

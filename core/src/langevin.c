@@ -1,4 +1,4 @@
-#include "pymf/sgld.h"
+#include "pymf/langevin.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -6,6 +6,7 @@
 
 #include <gsl/gsl_rng.h>
 
+#include "pymf/linalg.h"
 #include "pymf/philox.h"
 #include "pymf/rng.h"
 
@@ -274,10 +275,7 @@ static void sgld_gradient(pymf_langevin *s, int64_t t)
         const double mu = pymf_tweedie_floor_mu(pymf_dot(w, h, K), beta);
         const double grad = coef * pymf_tweedie_dlogp_dmu_floored(v, mu, beta, 1.0);
         double *gw = s->gW + i * K, *gh = s->gHt + j * K;
-        for (int k = 0; k < K; ++k) {
-            gw[k] += grad * h[k];
-            gh[k] += grad * w[k];
-        }
+        pymf_axpy2(K, grad, h, gw, w, gh);
     }
 }
 

@@ -5,14 +5,10 @@ cimport cython
 
 from libc.stdint cimport int64_t, uint64_t
 
-from pymf._blocks cimport BlockedData
-from pymf._core cimport (pymf_status, PYMF_PRIOR_EXPONENTIAL, pymf_error, pymf_error_clear, pymf_gibbs_config,
-                         pymf_gibbs_nmf, pymf_gibbs_nmf_create, pymf_gibbs_nmf_destroy,
-                         pymf_gibbs_nmf_get_state, pymf_gibbs_nmf_loglik, pymf_gibbs_nmf_run,
-                         pymf_gibbs_nmf_set_state, pymf_gibbs_nmf_set_threads,
-                         pymf_nmf_model)
-from pymf._chain cimport FactorChain
+from pymf._core cimport pymf_error, pymf_error_clear, pymf_status
 from pymf._status cimport check
+from pymf.nmf._blocks cimport BlockedData
+from pymf.nmf._chain cimport PYMF_PRIOR_EXPONENTIAL, FactorChain, pymf_nmf_model
 
 
 # The C object points into `data`: the cycle collector must not clear that reference

@@ -1,7 +1,22 @@
+# core/include/pymf/nmf_model.h (the Tweedie NMF model every NMF chain takes) and FactorChain,
+# the base of the NMF chain bindings.
 from libc.stdint cimport int64_t
 
-from pymf._blocks cimport BlockedData
-from pymf._core cimport pymf_error, pymf_nmf_model, pymf_status
+from pymf._core cimport pymf_error, pymf_status
+from pymf.nmf._blocks cimport BlockedData
+from pymf.nmf._tweedie cimport pymf_tweedie
+
+
+cdef extern from "pymf/nmf_model.h" nogil:
+    ctypedef enum pymf_prior:
+        PYMF_PRIOR_EXPONENTIAL
+        PYMF_PRIOR_GAUSSIAN
+
+    ctypedef struct pymf_nmf_model:
+        pymf_tweedie likelihood
+        pymf_prior prior
+        double lam_w
+        double lam_h
 
 
 cdef class FactorChain:

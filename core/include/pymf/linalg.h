@@ -1,0 +1,83 @@
+/*
+ * pymf/linalg.h: the small dense linear algebra of the C core, one copy of each loop:
+ * dot products and axpy (y += alpha x) over short contiguous vectors (a factor row, a
+ * parameter vector). All PYMF_HD: static inline in C, and the CUDA kernels compile them too.
+ *
+ * The summation order of a dot product is part of every chain's bits (floating-point
+ * addition is not associative, and tests/test_golden.py pins the chains), so there are two,
+ * each kept where it has always been used:
+ *   pymf_dot             four partial sums over k mod 4, added as (s0 + s1) + (s2 + s3):
+ *                        mu = <w, h> of the Tweedie NMF samplers, on the CPU and on the GPU
+ *                        (cuda/psgld.cu computes mu in this order in every kernel).
+ *   pymf_dot_sequential  one running sum, k ascending: BPMF (predictions, residuals, the
+ *                        DSGLD minibatch gradient), the linear-Gaussian model, L-BFGS.
+ * Moving a caller from one to the other changes its chains. The axpy forms only add
+ * element by element, so they have no order to keep; -std=c99 keeps a * x + y from being
+ * contracted into an FMA.
+ */
+#ifndef PYMF_LINALG_H
+#define PYMF_LINALG_H
+
+#include "pymf/common.h"
+
+/* <a, b> with four partial sums in a fixed order: the result is the same whichever thread
+ * computes it, and the compiler can keep the sums in registers. */
+PYMF_HD double pymf_dot(const double *a, const double *b, int n)
+{
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    int k = 0;
+    for (; k + 4 <= n; k += 4) {
+        s0 += a[k] * b[k];
+        s1 += a[k + 1] * b[k + 1];
+        s2 += a[k + 2] * b[k + 2];
+        s3 += a[k + 3] * b[k + 3];
+    }
+    for (; k < n; ++k)
+        s0 += a[k] * b[k];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* pymf_dot's order in single precision (the float32 GPU chains). */
+PYMF_HD float pymf_dot_float(const float *a, const float *b, int n)
+{
+    float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+    int k = 0;
+    for (; k + 4 <= n; k += 4) {
+        s0 += a[k] * b[k];
+        s1 += a[k + 1] * b[k + 1];
+        s2 += a[k + 2] * b[k + 2];
+        s3 += a[k + 3] * b[k + 3];
+    }
+    for (; k < n; ++k)
+        s0 += a[k] * b[k];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* <a, b> as one running sum, k ascending (not pymf_dot: see the top of this file). */
+PYMF_HD double pymf_dot_sequential(const double *a, const double *b, int n)
+{
+    double s = 0.0;
+    for (int k = 0; k < n; ++k)
+        s += a[k] * b[k];
+    return s;
+}
+
+/* y += alpha x */
+PYMF_HD void pymf_axpy(int n, double alpha, const double *x, double *y)
+{
+    for (int k = 0; k < n; ++k)
+        y[k] += alpha * x[k];
+}
+
+/* y1 += alpha x1 and y2 += alpha x2 in one pass (the two sides of a rank-one gradient
+ * term, e.g. g_w += g h and g_h += g w for one entry). */
+PYMF_HD void pymf_axpy2(int n, double alpha, const double *x1, double *y1, const double *x2,
+                        double *y2)
+{
+    for (int k = 0; k < n; ++k) {
+        y1[k] += alpha * x1[k];
+        y2[k] += alpha * x2[k];
+    }
+}
+
+#endif

@@ -1,0 +1,209 @@
+/* BPMF, the model (pymf/bpmf.h): checks of the model, the data and a state; predictions,
+ * squared residuals, the log posterior given the precisions and its gradient; the
+ * conjugate Gibbs draw of the precisions. */
+#include "pymf/bpmf.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+
+#include "bpmf_internal.h"
+#include "pymf/linalg.h"
+
+pymf_status pymf_bpmf_check(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
+                            pymf_error *err)
+{
+    if (model->rank < 1)
+        return pymf_fail(err, PYMF_EINVAL, "rank must be >= 1, got %d", model->rank);
+    if (!(model->tau > 0.0) || !isfinite(model->tau))
+        return pymf_fail(err, PYMF_EINVAL, "tau must be positive and finite, got %g", model->tau);
+    if (!isfinite(model->mean_rating))
+        return pymf_fail(err, PYMF_EINVAL, "the mean rating must be finite");
+    if (!(model->alpha0 > 0.0) || !isfinite(model->alpha0) || !(model->beta0 > 0.0) ||
+        !isfinite(model->beta0))
+        return pymf_fail(err, PYMF_EINVAL, "alpha0 and beta0 must be positive and finite, got %g, %g",
+                         model->alpha0, model->beta0);
+    if (d == NULL)
+        return PYMF_OK;
+    const int P = d->n_row_blocks, Q = d->n_col_blocks;
+    if (P < 1 || Q < 1)
+        return pymf_fail(err, PYMF_EINVAL, "the block grid must be at least 1 x 1, got %d x %d", P, Q);
+    if (d->n_users < P || d->n_items < Q)
+        return pymf_fail(err, PYMF_EINVAL,
+                         "a %d x %d block grid needs at least %d users and %d items, got %lld x %lld",
+                         P, Q, P, Q, (long long)d->n_users, (long long)d->n_items);
+    if (d->row_start[0] != 0 || d->row_start[P] != d->n_users || d->col_start[0] != 0 ||
+        d->col_start[Q] != d->n_items || d->block_ptr[0] != 0 || d->block_ptr[P * Q] != d->nnz)
+        return pymf_fail(err, PYMF_EINVAL, "inconsistent block layout");
+    for (int s = 0; s < P * Q; ++s) {
+        const int p = s / Q, q = s % Q;
+        const int64_t lo = d->block_ptr[s], hi = d->block_ptr[s + 1];
+        if (hi < lo || hi - lo >= ((int64_t)1 << 32))
+            return pymf_fail(err, PYMF_EINVAL, "block %d has %lld entries (at most 2^32 - 1)", s,
+                             (long long)(hi - lo));
+        for (int64_t e = lo; e < hi; ++e) {
+            if (d->users[e] < d->row_start[p] || d->users[e] >= d->row_start[p + 1] ||
+                d->items[e] < d->col_start[q] || d->items[e] >= d->col_start[q + 1])
+                return pymf_fail(err, PYMF_EINVAL, "entry %lld lies outside its block %d",
+                                 (long long)e, s);
+            if (!isfinite(d->ratings[e]))
+                return pymf_fail(err, PYMF_EINVAL, "rating %lld is not finite", (long long)e);
+        }
+    }
+    return PYMF_OK;
+}
+
+pymf_status pymf_bpmf_check_finite(const double *U, const double *V, const double *a,
+                                   const double *b, const double *hyper, int64_t n_users,
+                                   int64_t n_items, int rank, int64_t n_hyper, pymf_error *err)
+{
+    const struct { const double *src; int64_t n; const char *name; } parts[5] = {
+        {U, n_users * rank, "U"}, {V, n_items * rank, "V"}, {a, n_users, "a"},
+        {b, n_items, "b"}, {hyper, n_hyper, "hyper-parameter"}};
+    for (int k = 0; k < 5; ++k)
+        for (int64_t e = 0; e < parts[k].n; ++e)
+            if (!isfinite(parts[k].src[e]))
+                return pymf_fail(err, PYMF_EINVAL, "a BPMF state is not finite: %s[%lld] = %g",
+                                 parts[k].name, (long long)e, parts[k].src[e]);
+    return PYMF_OK;
+}
+
+void pymf_bpmf_predict(const pymf_bpmf_model *model, const pymf_bpmf_params *p, int64_t n,
+                       const int32_t *users, const int32_t *items, double *out)
+{
+    const int D = model->rank;
+    for (int64_t e = 0; e < n; ++e) {
+        const int64_t i = users[e], j = items[e];
+        out[e] = model->mean_rating + pymf_dot_sequential(p->U + i * D, p->V + j * D, D) +
+                 p->a[i] + p->b[j];
+    }
+}
+
+double pymf_bpmf_sq_error(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
+                          const pymf_bpmf_params *p, int n_threads)
+{
+    const int n_blocks = d->n_row_blocks * d->n_col_blocks;
+    const int D = model->rank;
+    double *partial = malloc((size_t)n_blocks * sizeof *partial);
+    if (partial == NULL)
+        return NAN;
+    if (n_threads <= 0)
+        n_threads = pymf_default_threads();
+    /* one partial sum per block, added in block order: the same bits for any thread count */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
+    for (int s = 0; s < n_blocks; ++s) {
+        double sum = 0.0;
+        for (int64_t e = d->block_ptr[s]; e < d->block_ptr[s + 1]; ++e) {
+            const int64_t i = d->users[e], j = d->items[e];
+            const double r = d->ratings[e] - model->mean_rating -
+                             pymf_dot_sequential(p->U + i * D, p->V + j * D, D) - p->a[i] - p->b[j];
+            sum += r * r;
+        }
+        partial[s] = sum;
+    }
+    double total = 0.0;
+    for (int s = 0; s < n_blocks; ++s)
+        total += partial[s];
+    free(partial);
+    return total;
+}
+
+double pymf_bpmf_log_posterior(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
+                               const pymf_bpmf_params *p, double *gU, double *gV, double *ga,
+                               double *gb)
+{
+    const int D = model->rank;
+    const double *lam_u = p->lambdas, *lam_v = p->lambdas + D;
+    const double lam_a = p->lambdas[2 * D], lam_b = p->lambdas[2 * D + 1];
+    double lp = 0.0;
+    if (gU != NULL)
+        for (int64_t i = 0; i < d->n_users; ++i)
+            for (int k = 0; k < D; ++k)
+                gU[i * D + k] = -lam_u[k] * p->U[i * D + k];
+    if (gV != NULL)
+        for (int64_t j = 0; j < d->n_items; ++j)
+            for (int k = 0; k < D; ++k)
+                gV[j * D + k] = -lam_v[k] * p->V[j * D + k];
+    if (ga != NULL)
+        for (int64_t i = 0; i < d->n_users; ++i)
+            ga[i] = model->use_bias ? -lam_a * p->a[i] : 0.0;
+    if (gb != NULL)
+        for (int64_t j = 0; j < d->n_items; ++j)
+            gb[j] = model->use_bias ? -lam_b * p->b[j] : 0.0;
+    for (int64_t i = 0; i < d->n_users; ++i) {
+        for (int k = 0; k < D; ++k)
+            lp -= 0.5 * lam_u[k] * p->U[i * D + k] * p->U[i * D + k];
+        if (model->use_bias)
+            lp -= 0.5 * lam_a * p->a[i] * p->a[i];
+    }
+    for (int64_t j = 0; j < d->n_items; ++j) {
+        for (int k = 0; k < D; ++k)
+            lp -= 0.5 * lam_v[k] * p->V[j * D + k] * p->V[j * D + k];
+        if (model->use_bias)
+            lp -= 0.5 * lam_b * p->b[j] * p->b[j];
+    }
+    for (int64_t e = 0; e < d->nnz; ++e) {
+        const int64_t i = d->users[e], j = d->items[e];
+        const double *u = p->U + i * D, *v = p->V + j * D;
+        const double r =
+            d->ratings[e] - model->mean_rating - pymf_dot_sequential(u, v, D) - p->a[i] - p->b[j];
+        lp -= 0.5 * model->tau * r * r;
+        const double w = model->tau * r;
+        if (gU != NULL)
+            pymf_axpy(D, w, v, gU + i * D);
+        if (gV != NULL)
+            pymf_axpy(D, w, u, gV + j * D);
+        if (model->use_bias) {
+            if (ga != NULL)
+                ga[i] += w;
+            if (gb != NULL)
+                gb[j] += w;
+        }
+    }
+    return lp;
+}
+
+void pymf_bpmf_draw_precisions(const pymf_bpmf_model *model, int64_t n_users, int64_t n_items,
+                               pymf_bpmf_params *p, gsl_rng *rng)
+{
+    const int D = model->rank;
+    for (int k = 0; k < D; ++k) {
+        double su = 0.0, sv = 0.0;
+        for (int64_t i = 0; i < n_users; ++i)
+            su += p->U[i * D + k] * p->U[i * D + k];
+        for (int64_t j = 0; j < n_items; ++j)
+            sv += p->V[j * D + k] * p->V[j * D + k];
+        /* GSL's gamma takes a scale: 1 / rate */
+        p->lambdas[k] = gsl_ran_gamma(rng, model->alpha0 + 0.5 * (double)n_users,
+                                      1.0 / (model->beta0 + 0.5 * su));
+        p->lambdas[D + k] = gsl_ran_gamma(rng, model->alpha0 + 0.5 * (double)n_items,
+                                          1.0 / (model->beta0 + 0.5 * sv));
+    }
+    if (model->use_bias) {
+        double sa = 0.0, sb = 0.0;
+        for (int64_t i = 0; i < n_users; ++i)
+            sa += p->a[i] * p->a[i];
+        for (int64_t j = 0; j < n_items; ++j)
+            sb += p->b[j] * p->b[j];
+        p->lambdas[2 * D] = gsl_ran_gamma(rng, model->alpha0 + 0.5 * (double)n_users,
+                                          1.0 / (model->beta0 + 0.5 * sa));
+        p->lambdas[2 * D + 1] = gsl_ran_gamma(rng, model->alpha0 + 0.5 * (double)n_items,
+                                              1.0 / (model->beta0 + 0.5 * sb));
+    }
+}
+
+pymf_status pymf_bpmf_sample_precisions(const pymf_bpmf_model *model, int64_t n_users,
+                                        int64_t n_items, pymf_bpmf_params *p,
+                                        unsigned long seed, pymf_error *err)
+{
+    pymf_gsl_quiet();
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    if (rng == NULL)
+        return pymf_fail(err, PYMF_ENOMEM, "could not allocate a GSL generator");
+    gsl_rng_set(rng, seed);
+    pymf_bpmf_draw_precisions(model, n_users, n_items, p, rng);
+    gsl_rng_free(rng);
+    return PYMF_OK;
+}
