@@ -198,6 +198,88 @@ int64_t pymf_sgmcmc_skipped_pairs(const pymf_sgmcmc *s)
     return s->skipped_pairs;
 }
 
+void pymf_sgmcmc_saved_shape(const pymf_sgmcmc *s, pymf_sgmcmc_saved *saved)
+{
+    saved->dim = s->model.dim;
+    saved->window_rows = window(s);
+    saved->pair_rows = window(s) - 1;
+}
+
+static int same_shape(const pymf_sgmcmc *s, const pymf_sgmcmc_saved *saved)
+{
+    return saved->dim == s->model.dim && saved->window_rows == window(s) &&
+           saved->pair_rows == window(s) - 1;
+}
+
+static pymf_status wrong_shape(const pymf_sgmcmc *s, const pymf_sgmcmc_saved *saved,
+                               pymf_error *err)
+{
+    return pymf_fail(err, PYMF_EINVAL, "the saved chain state is of a sampler with D = %d, a "
+                     "window of %d and %d pairs; this one has D = %d, %d and %d",
+                     saved->dim, saved->window_rows, saved->pair_rows, s->model.dim, window(s),
+                     window(s) - 1);
+}
+
+pymf_status pymf_sgmcmc_export(const pymf_sgmcmc *s, pymf_sgmcmc_saved *saved, pymf_error *err)
+{
+    if (!same_shape(s, saved))
+        return wrong_shape(s, saved, err);
+    const size_t d = (size_t)s->model.dim, rows = (size_t)window(s);
+    saved->t = s->t;
+    saved->n_pairs = s->n_pairs;
+    saved->skipped_pairs = s->skipped_pairs;
+    memcpy(saved->theta, s->theta, rows * d * sizeof(double));
+    memcpy(saved->V, s->V, d * sizeof(double));
+    if (rows > 1) {
+        memcpy(saved->pair_s, s->pair_s, (rows - 1) * d * sizeof(double));
+        memcpy(saved->pair_y, s->pair_y, (rows - 1) * d * sizeof(double));
+    }
+    return PYMF_OK;
+}
+
+pymf_status pymf_sgmcmc_import(pymf_sgmcmc *s, const pymf_sgmcmc_saved *saved, pymf_error *err)
+{
+    if (!same_shape(s, saved))
+        return wrong_shape(s, saved, err);
+    const int M = window(s);
+    const size_t d = (size_t)s->model.dim, rows = (size_t)M;
+    const int64_t t = saved->t;
+    if (t < 0)
+        return pymf_fail(err, PYMF_EINVAL, "the saved chain state has t = %lld < 0", (long long)t);
+    /* HAMCMC makes one pair per iteration after the M-th and keeps the last M - 1, so t
+     * decides n_pairs and bounds the pairs ever left out; the other samplers make none */
+    const int64_t made = s->config.kind == PYMF_SGMCMC_HAMCMC && t > M ? t - M : 0;
+    const int64_t held = made < M - 1 ? made : M - 1;
+    if (saved->n_pairs != held)
+        return pymf_fail(err, PYMF_EINVAL, "the saved chain state holds %lld memory pairs at "
+                         "iteration %lld; this sampler would hold %lld",
+                         (long long)saved->n_pairs, (long long)t, (long long)held);
+    if (saved->skipped_pairs < 0 || saved->skipped_pairs > made)
+        return pymf_fail(err, PYMF_EINVAL, "the saved chain state left out %lld memory pairs "
+                         "of the %lld made by iteration %lld", (long long)saved->skipped_pairs,
+                         (long long)made, (long long)t);
+    const int64_t n_theta = (int64_t)(rows * d), n_pair = (int64_t)((rows - 1) * d);
+    if (!all_finite(n_theta, saved->theta) || !all_finite((int64_t)d, saved->V) ||
+        (n_pair > 0 && (!all_finite(n_pair, saved->pair_s) || !all_finite(n_pair, saved->pair_y))))
+        return pymf_fail(err, PYMF_EINVAL, "the saved chain state contains NaN or inf");
+    for (size_t k = 0; k < d; ++k)
+        if (saved->V[k] < 0.0)
+            return pymf_fail(err, PYMF_EINVAL, "the saved second-moment estimate V is negative "
+                             "(V[%zu] = %g)", k, saved->V[k]);
+    /* everything checked before anything is written: a refused state leaves the chain as
+     * it was */
+    s->t = t;
+    s->n_pairs = (int)held;
+    s->skipped_pairs = saved->skipped_pairs;
+    memcpy(s->theta, saved->theta, rows * d * sizeof(double));
+    memcpy(s->V, saved->V, d * sizeof(double));
+    if (n_pair > 0) {
+        memcpy(s->pair_s, saved->pair_s, (size_t)n_pair * sizeof(double));
+        memcpy(s->pair_y, saved->pair_y, (size_t)n_pair * sizeof(double));
+    }
+    return PYMF_OK;
+}
+
 /* The minibatch of iteration t: batch_size positions from Philox words of counters
  * {g, 0, t, BATCH}, (w * N) >> 32 mapping a word to [0, N) (bias < N / 2^32). Returns the
  * index list, or NULL for the full data. */

@@ -83,4 +83,34 @@ void pymf_sgmcmc_state(const pymf_sgmcmc *s, double *theta, int64_t *t);
 /* HAMCMC: memory pairs left out so far because s^T y <= 0. */
 int64_t pymf_sgmcmc_skipped_pairs(const pymf_sgmcmc *s);
 
+/* Everything a chain carries from one iteration to the next (the rest of the sampler is
+ * scratch rebuilt every iteration), for checkpoints: a sampler created with the same model
+ * and configuration and given this by pymf_sgmcmc_import continues the exporting chain bit
+ * for bit. The arrays belong to the caller; pymf_sgmcmc_saved_shape says their sizes.
+ * PSGLD needs no "V not set yet" flag: iteration 1 sets V = g * g whatever V holds, and t
+ * says whether iteration 1 has run. */
+typedef struct {
+    int dim;                  /* D */
+    int window_rows;          /* HAMCMC: memory M; the others: 1 */
+    int pair_rows;            /* HAMCMC: M - 1; the others: 0 */
+    int64_t t;                /* iterations run since pymf_sgmcmc_start */
+    int64_t n_pairs;          /* HAMCMC: min(M - 1, max(0, t - M)), one pair per iteration
+                                 after the M-th; the others: 0 */
+    int64_t skipped_pairs;    /* HAMCMC: at most max(0, t - M); the others: 0 */
+    double *theta;            /* window_rows x D: theta_u in row u mod window_rows (rows not
+                                 reached yet hold whatever the sampler held: never read) */
+    double *V;                /* D: PSGLD's second-moment estimate (>= 0); zeros otherwise */
+    double *pair_s, *pair_y;  /* pair_rows x D, oldest first; rows past n_pairs never read */
+} pymf_sgmcmc_saved;
+
+/* Sets saved->dim, window_rows and pair_rows for this sampler (the pointers are untouched). */
+void pymf_sgmcmc_saved_shape(const pymf_sgmcmc *s, pymf_sgmcmc_saved *saved);
+/* Copies the chain into saved, whose shape must be pymf_sgmcmc_saved_shape's (PYMF_EINVAL
+ * otherwise, nothing written). */
+pymf_status pymf_sgmcmc_export(const pymf_sgmcmc *s, pymf_sgmcmc_saved *saved, pymf_error *err);
+/* Replaces the chain by saved. Refused with PYMF_EINVAL, the chain left as it was, unless
+ * the shape is this sampler's, the counters are ones this sampler can reach (see above) and
+ * every value is finite (and V >= 0): a damaged or foreign state must not run. */
+pymf_status pymf_sgmcmc_import(pymf_sgmcmc *s, const pymf_sgmcmc_saved *saved, pymf_error *err);
+
 #endif
