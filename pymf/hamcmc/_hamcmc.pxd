@@ -48,6 +48,24 @@ cdef extern from "pymf/sgmcmc.h" nogil:
     void pymf_sgmcmc_state(const pymf_sgmcmc *s, double *theta, int64_t *t)
     int64_t pymf_sgmcmc_skipped_pairs(const pymf_sgmcmc *s)
 
+    ctypedef struct pymf_sgmcmc_saved:
+        int dim
+        int window_rows
+        int pair_rows
+        int64_t t
+        int64_t n_pairs
+        int64_t skipped_pairs
+        double *theta
+        double *V
+        double *pair_s
+        double *pair_y
+
+    void pymf_sgmcmc_saved_shape(const pymf_sgmcmc *s, pymf_sgmcmc_saved *saved)
+    pymf_status pymf_sgmcmc_export(const pymf_sgmcmc *s, pymf_sgmcmc_saved *saved,
+                                   pymf_error *err)
+    pymf_status pymf_sgmcmc_import(pymf_sgmcmc *s, const pymf_sgmcmc_saved *saved,
+                                   pymf_error *err)
+
 
 cdef extern from "pymf/lbfgs.h" nogil:
     int pymf_lbfgs_apply(int dim, int n_pairs, const double *S, const double *Y, double gamma,

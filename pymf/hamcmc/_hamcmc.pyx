@@ -174,3 +174,66 @@ cdef class Chain:
     @property
     def skipped_pairs(self):
         return pymf_sgmcmc_skipped_pairs(self.s)
+
+    def snapshot(self):
+        """Everything the chain carries (core/include/pymf/sgmcmc.h, pymf_sgmcmc_saved) as
+        {name: ndarray}: the counters t, n_pairs and skipped_pairs, theta (the window, M x D
+        for HAMCMC, 1 x D otherwise), V (D) and pair_s, pair_y ((M - 1) x D). restore() of it
+        continues this chain bit for bit."""
+        cdef pymf_sgmcmc_saved saved
+        cdef pymf_error err
+        pymf_sgmcmc_saved_shape(self.s, &saved)
+        arrays = {"theta": np.empty((saved.window_rows, saved.dim)),
+                  "V": np.empty(saved.dim),
+                  "pair_s": np.empty((saved.pair_rows, saved.dim)),
+                  "pair_y": np.empty((saved.pair_rows, saved.dim))}
+        cdef double[:, ::1] theta = arrays["theta"], pair_s = arrays["pair_s"]
+        cdef double[:, ::1] pair_y = arrays["pair_y"]
+        cdef double[::1] V = arrays["V"]
+        saved.theta = &theta[0, 0]
+        saved.V = &V[0]
+        saved.pair_s = &pair_s[0, 0] if saved.pair_rows else NULL
+        saved.pair_y = &pair_y[0, 0] if saved.pair_rows else NULL
+        pymf_error_clear(&err)
+        with nogil:
+            pymf_sgmcmc_export(self.s, &saved, &err)
+        check(&err)
+        arrays["counters"] = np.array([saved.t, saved.n_pairs, saved.skipped_pairs], dtype=np.int64)
+        return arrays
+
+    def restore(self, arrays):
+        """Replaces the chain by a snapshot(); the C core refuses (ValueError) a snapshot of
+        another sampler, counters this sampler cannot reach or non-finite values, and then
+        leaves the chain as it was."""
+        cdef pymf_sgmcmc_saved saved
+        cdef pymf_error err
+        pymf_sgmcmc_saved_shape(self.s, &saved)
+        names = ("counters", "theta", "V", "pair_s", "pair_y")
+        missing = [name for name in names if name not in arrays]
+        if missing:
+            raise ValueError(f"the saved chain state lacks {', '.join(missing)}")
+        shapes = {"counters": (3,), "theta": (saved.window_rows, saved.dim), "V": (saved.dim,),
+                  "pair_s": (saved.pair_rows, saved.dim), "pair_y": (saved.pair_rows, saved.dim)}
+        for name in names:
+            if np.shape(arrays[name]) != shapes[name]:
+                raise ValueError(f"the saved chain state's {name} has shape "
+                                 f"{np.shape(arrays[name])}; this sampler's is {shapes[name]}")
+        counters = np.asarray(arrays["counters"])
+        if counters.dtype.kind not in "iu":
+            raise ValueError("the saved chain state's counters are not integers")
+        cdef double[:, ::1] theta = np.array(arrays["theta"], dtype=np.float64, order="C")
+        cdef double[:, ::1] pair_s = np.array(arrays["pair_s"], dtype=np.float64, order="C")
+        cdef double[:, ::1] pair_y = np.array(arrays["pair_y"], dtype=np.float64, order="C")
+        cdef double[::1] V = np.array(arrays["V"], dtype=np.float64)
+        try:
+            saved.t, saved.n_pairs, saved.skipped_pairs = (int(c) for c in counters)
+        except OverflowError:
+            raise ValueError("the saved chain state's counters are out of range") from None
+        saved.theta = &theta[0, 0]
+        saved.V = &V[0]
+        saved.pair_s = &pair_s[0, 0] if saved.pair_rows else NULL
+        saved.pair_y = &pair_y[0, 0] if saved.pair_rows else NULL
+        pymf_error_clear(&err)
+        with nogil:
+            pymf_sgmcmc_import(self.s, &saved, &err)
+        check(&err)
