@@ -62,7 +62,6 @@ CASES = {
                     lambda n, s=1e-3: pymf.SGLD(step_size=s, batch_size=10), 1e6),
 }
 THREADED = {name for name in CASES if not name.startswith("linear-")}
-CHECKPOINTED = THREADED  # linear-Gaussian runs refuse checkpoint= (not implemented yet)
 RUN = dict(n_samples=24, burnin=6, thin=3)
 
 
@@ -106,10 +105,6 @@ def test_same_chain_for_one_and_two_threads(name):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_checkpoint_kill_resume_equals_an_uninterrupted_run(name, tmp_path):
     path = tmp_path / "ck.npz"
-    if name not in CHECKPOINTED:
-        with pytest.raises(ValueError, match="checkpoint= is not supported"):
-            run(name, checkpoint=path)
-        return
     whole = run(name)
 
     def kill(info):

@@ -34,11 +34,9 @@ def sample_linear(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, 
                   test=None, trace_every=None, sample_dir=None, keep_samples=True,
                   checkpoint=None, checkpoint_every=None, progress=None, callback=None):
     """Runs SGLD, PreconditionedSGLD, SGRLD or HAMCMC on a LinearGaussian model; see
-    pymf.sample (test= and checkpoint= are not supported for this model)."""
-    for name, value in (("test", test), ("checkpoint", checkpoint),
-                        ("checkpoint_every", checkpoint_every)):
-        if value is not None:
-            raise ValueError(f"{name}= is not supported for LinearGaussian models")
+    pymf.sample (test= is not supported for this model: its posterior is known exactly)."""
+    if test is not None:
+        raise ValueError("test= is not supported for LinearGaussian models")
     A, x = model.check_data(data)
     N, D = A.shape
     n_samples, burnin, thin = check_run_length(n_samples, burnin, thin)
@@ -62,7 +60,14 @@ def sample_linear(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, 
     kernel = LinearKernel(chain, D, exact_mean)
     params = {"model": model.params(), "sampler": sampler.params(), "seed": seed,
               "n_data": N, "dim": D, "n_samples": n_samples, "burnin": burnin, "thin": thin}
-    plan = driver.Plan(n_samples, burnin, thin, trace_every)
+    plan = driver.Plan(n_samples, burnin, thin, trace_every, checkpoint_every)
+    # what decides the chain besides the seed and the plan (driver.checkpoint_key adds
+    # those): a checkpoint of a run with other settings, data or init is refused
+    fingerprint = {"model": model.params(),
+                   "sampler": {key: value for key, value in sampler.params().items()
+                               if key != "n_threads"},
+                   "data": driver.digest(A, x),
+                   "init": None if init is None else driver.digest(theta0)}
 
     def make_result(record):
         return LinearResult.from_record(record, params, exact_mean, exact_cov,
@@ -70,5 +75,5 @@ def sample_linear(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, 
 
     return driver.run(kernel, plan, seed=seed, step_size=sampler.step_size,
                       keep_draws=keep_samples, sample_dir=sample_dir,
-                      moments={"theta": True}, progress=progress, callback=callback,
-                      make_result=make_result, desc=kind)
+                      moments={"theta": True}, checkpoint=checkpoint, fingerprint=fingerprint,
+                      progress=progress, callback=callback, make_result=make_result, desc=kind)
