@@ -210,6 +210,133 @@ def test_save_and_load_round_trip(problem, tmp_path):
     assert back.params == res.params and back.iterations == 200
 
 
+def _checkpointed(model, data, sampler, path, stop=None, n_samples=30):
+    """A run with checkpoint=path (Ctrl-C after iteration `stop`, if given)."""
+    def kill(info):
+        if stop is not None and info["iteration"] >= stop:
+            raise KeyboardInterrupt
+
+    return pymf.sample(model, data, sampler, n_samples=n_samples, seed=11, trace_every=1,
+                       checkpoint=path, checkpoint_every=1000, callback=kill)
+
+
+@pytest.mark.parametrize("sampler, stops", [
+    # HAMCMC with M = 3: Langevin steps up to 2M = 6, pairs from iteration M + 1 = 4, the
+    # memory full (M - 1 pairs) from 6, quasi-Newton steps from 7
+    (pymf.HAMCMC(memory=3, gamma=0.05, step_size=0.05, batch_size=20), (1, 3, 4, 6, 7, 9, 20)),
+    # PreconditionedSGLD sets V from the first minibatch: stopped right after it
+    (pymf.PreconditionedSGLD(step_size=1e-3, batch_size=20), (1, 2, 15)),
+], ids=["hamcmc", "precond_sgld"])
+def test_resume_equals_an_uninterrupted_run_wherever_it_stopped(problem, tmp_path, sampler, stops):
+    A, x, model = problem
+    whole = pymf.sample(model, (A, x), sampler, n_samples=30, seed=11, trace_every=1)
+    for stop in stops:
+        path = tmp_path / f"stop{stop}.npz"
+        with pytest.warns(RuntimeWarning, match="interrupted"):
+            first = _checkpointed(model, (A, x), sampler, path, stop)
+        assert first.interrupted and first.iterations == stop
+        resumed = _checkpointed(model, (A, x), sampler, path)
+        assert not resumed.interrupted
+        assert np.array_equal(resumed.samples, whole.samples), f"stopped at {stop}"
+        assert np.array_equal(resumed.mean, whole.mean) and np.array_equal(resumed.cov, whole.cov)
+        assert resumed.skipped_pairs == whole.skipped_pairs
+
+
+def test_a_damaged_or_foreign_checkpoint_is_refused(problem, tmp_path):
+    A, x, model = problem
+    sampler = pymf.HAMCMC(memory=3, gamma=0.05, step_size=0.05, batch_size=20)
+    path = tmp_path / "ck.npz"
+    with pytest.warns(RuntimeWarning, match="interrupted"):
+        _checkpointed(model, (A, x), sampler, path, stop=10)
+    saved = dict(np.load(path))
+
+    foreign = [  # another run's checkpoint: other settings or other data
+        (pymf.HAMCMC(memory=4, gamma=0.05, step_size=0.05, batch_size=20), (A, x)),
+        (sampler, (A, x + 1.0)),
+    ]
+    for other_sampler, data in foreign:
+        with pytest.raises(ValueError, match="written by a different run"):
+            _checkpointed(model, data, other_sampler, path)
+
+    def damaged(**changes):
+        arrays = {**saved, **changes}
+        np.savez(path, **{key: value for key, value in arrays.items() if value is not None})
+        return path
+
+    theta = saved["kernel_theta"].copy()
+    theta[1, 2] = np.nan
+    counters = saved["kernel_counters"].copy()
+    counters[1] = 1  # n_pairs: at iteration 10 a memory of 3 holds 2
+    cases = [
+        ({"kernel_theta": theta}, "NaN or inf"),
+        ({"kernel_counters": counters}, "holds 1 memory pairs at iteration 10"),
+        ({"kernel_pair_s": saved["kernel_pair_s"][:1]}, "pair_s has shape"),
+        ({"kernel_pair_y": None}, "lacks pair_y"),
+    ]
+    for changes, message in cases:
+        with pytest.raises(ValueError, match=message):
+            _checkpointed(model, (A, x), sampler, damaged(**changes))
+    path.write_bytes(b"PK\x03\x04 truncated")
+    with pytest.raises(ValueError, match="cannot be read"):
+        _checkpointed(model, (A, x), sampler, path)
+
+
+def _chain(problem, kind, **options):
+    A, x, model = problem
+    chain = _hamcmc.Chain(A, x, model.noise_var, model.prior_var, kind, 20, 99, **options)
+    chain.start(np.zeros(3))
+    return chain
+
+
+def _continue(chain, n=12):
+    out = np.empty((n, chain.dim))
+    chain.run(np.full(n, 0.02), out)
+    return out
+
+
+@pytest.mark.parametrize("kind, options, field", [
+    ("hamcmc", {"memory": 3, "gamma": 0.05}, "theta"),
+    ("hamcmc", {"memory": 3, "gamma": 0.05}, "pair_s"),
+    ("hamcmc", {"memory": 3, "gamma": 0.05}, "pair_y"),
+    ("precond_sgld", {"lam": 1e-5, "alpha": 0.9}, "V"),
+])
+def test_every_saved_array_decides_the_continuation(problem, kind, options, field):
+    """A restored chain continues the saved one bit for bit, and one restored with any saved
+    array nudged does not: the snapshot holds what the chain reads, nothing is left stale."""
+    chain = _chain(problem, kind, **options)
+    _continue(chain, 10)
+    snapshot = chain.snapshot()
+    expected = _continue(chain)
+
+    restored = _chain(problem, kind, **options)
+    restored.restore(snapshot)
+    assert np.array_equal(_continue(restored), expected)
+
+    for row in range(np.atleast_2d(snapshot[field]).shape[0]):
+        nudged = {key: value.copy() for key, value in snapshot.items()}
+        np.atleast_2d(nudged[field])[row] *= 1.0 + 1e-9
+        restored = _chain(problem, kind, **options)
+        restored.restore(nudged)
+        assert not np.array_equal(_continue(restored), expected), (field, row)
+
+
+def test_a_refused_state_leaves_the_chain_as_it_was(problem):
+    chain = _chain(problem, "hamcmc", memory=3, gamma=0.05)
+    _continue(chain, 10)
+    before = chain.snapshot()
+    with pytest.raises(ValueError, match="shape"):
+        chain.restore(_chain(problem, "hamcmc", memory=4, gamma=0.05).snapshot())
+    bad = {**before, "counters": before["counters"] + [0, 0, 50]}  # skipped more than made
+    with pytest.raises(ValueError, match="left out 50 memory pairs of the 7 made"):
+        chain.restore(bad)
+    bad = {**before, "counters": before["counters"] * [-1, 1, 1]}
+    with pytest.raises(ValueError, match="t = -10"):
+        chain.restore(bad)
+    after = chain.snapshot()
+    for key in before:
+        assert np.array_equal(after[key], before[key]), key
+
+
 def test_bad_input_is_refused_by_name(problem):
     A, x, model = problem
     sampler = pymf.HAMCMC(step_size=0.01)
