@@ -23,8 +23,12 @@ Seeding: numpy.random.SeedSequence(seed).spawn(2): the Philox key of the noise a
 minibatches, and the starting state (a draw from the prior unless init= is given). The
 chain is a pure function of (seed, data, settings).
 
-Not done yet: HAMCMC for matrix factorisation (distributed like PSGLD), and checkpoints of
-these runs (the C chain's L-BFGS memory is not exported yet; res.save / pymf.load work).
+Checkpoints: checkpoint= and checkpoint_every= as for the other families; the checkpoint
+holds everything the C chain carries (HAMCMC's window of M samples and its L-BFGS pairs,
+PreconditionedSGLD's V), so a resumed run equals an uninterrupted one bit for bit.
+res.save / pymf.load work as elsewhere. test= is not taken (the posterior is known exactly).
+
+Not done yet: HAMCMC for matrix factorisation (distributed like PSGLD).
 """
 from pymf.engine.registry import register, register_result
 from pymf.hamcmc.models import LinearGaussian
