@@ -85,6 +85,7 @@ extensions = [binding(path) for path in (
     "nmf/_blocks", "nmf/_tweedie", "nmf/_chain", "nmf/_sgld", "nmf/_sgd", "nmf/_gibbs_nmf",
     "bpmf/_bpmf",
     "hamcmc/_hamcmc",
+    "sibm/_sibm",
 )]
 
 
@@ -130,12 +131,13 @@ class build_py_with_headers(build_py):
 
 setup(
     cmdclass={"build_py": build_py_with_headers},
-    packages=["pymf", "pymf.engine", "pymf.nmf", "pymf.bpmf", "pymf.hamcmc", "pymf.cuda"],
+    packages=["pymf", "pymf.engine", "pymf.nmf", "pymf.bpmf", "pymf.hamcmc", "pymf.sibm",
+              "pymf.cuda"],
     package_dir={"pymf": "pymf", "pymf.cuda": "cuda"},
     # the .pxd files, so that code outside pymf can cimport the bindings' declarations
     package_data={"pymf.cuda": ["*.cu", "*.cuh", "include/pymf/*.h"],
                   **{package: ["*.pxd"] for package in ("pymf", "pymf.nmf", "pymf.bpmf",
-                                                        "pymf.hamcmc")}},
+                                                        "pymf.hamcmc", "pymf.sibm")}},
     libraries=[core_library],
     ext_modules=cythonize(
         extensions,
