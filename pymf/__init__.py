@@ -1,18 +1,18 @@
 """pymf: scalable Bayesian matrix factorisation.
 
 Posterior sampling for matrix factorisation with Langevin samplers (LD, SGLD and parallel
-SGLD, on CPU threads, a GPU or MPI), Bayesian PMF by distributed SGLD, and HAMCMC
-(stochastic quasi-Newton Langevin) on its linear-Gaussian model, over a C core with Cython
-bindings.
+SGLD, on CPU threads, a GPU or MPI), Bayesian PMF by distributed SGLD, HAMCMC (stochastic
+quasi-Newton Langevin) on its linear-Gaussian model, and logistic MF of big binary matrices
+by stochastic variational inference (SIBM), over a C core with Cython bindings.
 
-One engine (pymf.engine) runs every family (pymf.nmf, pymf.bpmf, pymf.hamcmc): the families
+One engine (pymf.engine) runs every family (pymf.nmf, pymf.bpmf, pymf.hamcmc, pymf.sibm): the families
 register their (model, sampler) pairs and result kinds when imported here, and pymf.sample,
 pymf.fit and pymf.load look them up. See README.md and docs/architecture.md.
 """
 __version__ = "0.2.0"
 
 # each family registers itself (in this order: the CLI lists their commands so)
-from pymf import datasets, nmf, bpmf, hamcmc  # noqa: F401, I001
+from pymf import datasets, nmf, bpmf, hamcmc, sibm  # noqa: F401, I001
 from pymf.bpmf import BPMF, DSGLD, BPMFFit, BPMFGibbs, BPMFResult
 from pymf.data import Ratings
 from pymf.engine.api import fit, sample
@@ -22,9 +22,11 @@ from pymf.errors import DivergenceError
 from pymf.hamcmc import HAMCMC, SGRLD, LinearGaussian, LinearResult, PreconditionedSGLD
 from pymf.langevin import DSGD, LD, SGD, SGLD
 from pymf.nmf import PSGLD, FitResult, Gibbs, SampleResult, TweedieNMF
+from pymf.sibm import SIBM, BatchVB, LogisticMF, SIBMResult
 
 __all__ = ["datasets", "Ratings", "DivergenceError", "TweedieNMF", "SampleResult", "Result",
            "load", "LD", "SGLD", "PSGLD", "ConstantStep", "PolynomialDecay", "sample", "SGD",
            "DSGD", "fit", "FitResult", "Gibbs", "BPMF", "DSGLD", "AnnealedStep", "BPMFGibbs",
            "BPMFResult", "BPMFFit", "LinearGaussian", "LinearResult", "HAMCMC",
-           "PreconditionedSGLD", "SGRLD", "__version__"]
+           "PreconditionedSGLD", "SGRLD", "LogisticMF", "SIBM", "BatchVB", "SIBMResult",
+           "__version__"]

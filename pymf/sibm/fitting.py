@@ -1,0 +1,92 @@
+"""pymf.fit for a LogisticMF model: SIBM (stochastic) or BatchVB.
+
+Seeding: the run's SeedSequence spawns two streams: the Philox key of SIBM's draws, and the
+starting q (factor means drawn N(0, 0.01 prior variance) to break the symmetry of u.v,
+variances a tenth of the prior's; z's mean at logit(density)). The fit is a pure function
+of (seed, data, settings), whatever the number of threads, and a resumed fit equals one
+that never stopped.
+"""
+import math
+
+import numpy as np
+
+from pymf.engine import driver
+from pymf.engine.checks import check_count
+from pymf.engine.seeds import resolve_seed, seed_sequence
+from pymf.sibm import _sibm
+from pymf.sibm.binary import as_binary, check_test
+from pymf.sibm.kernel import SIBMKernel
+from pymf.sibm.result import SIBMResult
+from pymf.sibm.samplers import BatchVB
+
+
+def _start(chain, model, X, rng, init):
+    state = chain.state()
+    if init is not None:
+        natural = getattr(init, "natural", init)
+        if not isinstance(natural, dict):
+            raise ValueError("init must be an SIBMResult (or its .natural dict)")
+        counters = (natural["row_updates"], natural["col_updates"], int(natural["t"]),
+                    int(natural["batch"]))
+        chain.set_state(natural["u1"], natural["u2"], natural["v1"], natural["v2"],
+                        natural["z"], *counters)
+        return
+    L, M = X.shape
+    D = model.rank
+    var_u, var_v = 0.1 * model.prior_var_u, 0.1 * model.prior_var_v
+    mu_u = model.prior_mean_u + rng.normal(0, 0.1 * math.sqrt(model.prior_var_u), (L, D))
+    mu_v = model.prior_mean_v + rng.normal(0, 0.1 * math.sqrt(model.prior_var_v), (M, D))
+    density = min(max(X.n_ones / (L * M), 1e-6), 1 - 1e-6)
+    mu_z, var_z = math.log(density / (1 - density)), 0.01
+    chain.set_state(mu_u / var_u, np.full((L, D), 1 / var_u), mu_v / var_v,
+                    np.full((M, D), 1 / var_v), np.array([mu_z / var_z, 1 / var_z]),
+                    state["row_updates"], state["col_updates"], 0, int(state["batch"]))
+
+
+def fit_sibm(model, data, method, n_updates=1000, seed=None, init=None, test=None,
+             trace_every=None, checkpoint=None, checkpoint_every=None, progress=None,
+             callback=None):
+    """Fit q for a LogisticMF model with SIBM or BatchVB; returns an SIBMResult.
+
+    n_updates: SIBM's minibatch updates, or BatchVB's sweeps. test = (rows, cols, labels):
+    held-out entries traced as test_loglik and test_auc. trace_every: units between trace
+    points (default: 100 for SIBM, 1 for BatchVB). init: an earlier SIBMResult to go on
+    from. checkpoint, checkpoint_every, progress, callback: as in pymf.sample.
+    """
+    X = as_binary(data)
+    batch = isinstance(method, BatchVB)
+    n_updates = check_count(n_updates, "n_updates", 1)
+    test = check_test(test, X.shape)
+    if trace_every is None:
+        trace_every = 1 if batch else min(100, n_updates)
+    seed = resolve_seed(seed)
+    draw_child, init_child = seed_sequence(seed).spawn(2)
+    draw_seed = int(draw_child.generate_state(1, np.uint64)[0])
+    if batch:
+        settings = ("uniform", 1, 1, 1, 1, 1.0, 1.0, 1.0)
+    else:
+        fixed = 0 if method.batch_size == "auto" else method.batch_size
+        settings = (method.sampling, fixed, method.batch_start, method.batch_min,
+                    method.batch_max, method.theta_delta, method.tau0, method.kappa)
+    chain = _sibm.Chain(X.row_ptr, X.col_idx, X.shape[1], model.rank, model.prior(), *settings,
+                        draw_seed, method.n_threads)
+    _start(chain, model, X, np.random.default_rng(init_child), init)
+    kernel = SIBMKernel(chain, batch, test, X.shape, model.rank)
+    plan = driver.Plan(n_updates, 0, n_updates, trace_every, checkpoint_every=checkpoint_every,
+                       trace_at_start=True)
+    params = {"model": model.params(), "method": method.params(), "seed": seed,
+              "shape": list(X.shape), "n_ones": X.n_ones, "n_updates": n_updates,
+              "elbo": "exact" if kernel.exact_elbo else "estimate",
+              "threads": method.n_threads or None}
+    fingerprint = {"model": model.params(), "method": method.params(),
+                   "data": driver.digest(X.row_ptr, X.col_idx, np.asarray(X.shape)),
+                   "init": None if init is None else driver.digest(
+                       getattr(init, "natural", init)),
+                   "test": None if test is None else driver.digest(*test)}
+
+    def make_result(record):
+        return SIBMResult.from_record(record, params, chain.state())
+
+    return driver.run(kernel, plan, seed=seed, keep_draws=False, checkpoint=checkpoint,
+                      fingerprint=fingerprint, progress=progress, callback=callback,
+                      make_result=make_result, desc=method.kind)

@@ -1,0 +1,69 @@
+"""The result of fitting a LogisticMF model: q, the trace, predictions."""
+import numpy as np
+
+from pymf.engine.result import Result
+from pymf.sibm.kernel import moments, probabilities
+
+
+class SIBMResult(Result):
+    """What pymf.fit returns for a LogisticMF model (SIBM or BatchVB).
+
+    U_mean, U_var (L x D), V_mean, V_var (M x D), z_mean, z_var: q, the mean-field Gaussian
+    posterior approximation. trace: iteration (updates or sweeps), time (s), elbo (exact
+    while L M D <= 5e7, else an unbiased estimate from 20,000 draws), batch_size, and with
+    test=: test_loglik (mean log-likelihood of the held-out labels) and test_auc.
+    natural: q's natural parameters and counters (init= of a further fit).
+    """
+
+    kind = "sibm_fit"
+
+    @classmethod
+    def from_record(cls, record, params, state):
+        self = cls.__new__(cls)
+        self._set_record(record, params)
+        self._set_state(state)
+        return self
+
+    def _set_state(self, state):
+        self.natural = {key: np.asarray(value) for key, value in state.items()}
+        self.U_var = 1 / self.natural["u2"]
+        self.U_mean = self.natural["u1"] * self.U_var
+        self.V_var = 1 / self.natural["v2"]
+        self.V_mean = self.natural["v1"] * self.V_var
+        z1, z2 = self.natural["z"]
+        self.z_mean, self.z_var = float(z1 / z2), float(1 / z2)
+
+    def _entries(self, rows, cols):
+        rows = np.asarray(rows)
+        cols = np.asarray(cols)
+        if rows.dtype.kind not in "iu" or cols.dtype.kind not in "iu" or rows.shape != cols.shape:
+            raise ValueError("rows and cols must be integer arrays of one shape")
+        L, M = self.U_mean.shape[0], self.V_mean.shape[0]
+        if rows.size and (rows.min() < 0 or rows.max() >= L or cols.min() < 0 or cols.max() >= M):
+            raise ValueError(f"an entry is outside the {L} x {M} matrix")
+        return moments(self.U_mean, self.U_var, self.V_mean, self.V_var, self.z_mean,
+                       self.z_var, rows.ravel(), cols.ravel())
+
+    def predict_proba(self, rows, cols, return_std=False):
+        """E_q[sigmoid(u_i . v_j + z)] for every (rows[k], cols[k]) by the probit
+        approximation sigmoid(m / sqrt(1 + pi v / 8)), m and v the mean and variance of
+        u.v + z under q; return_std=True adds its sd under q (Gauss-Hermite quadrature)."""
+        mean, var = self._entries(rows, cols)
+        return probabilities(mean, var, return_std)
+
+    def predict(self, rows, cols, return_std=False):
+        """The expected value of the entries: predict_proba."""
+        return self.predict_proba(rows, cols, return_std)
+
+    def __repr__(self):
+        elbo = self.trace["elbo"][-1] if len(self.trace.get("elbo", [])) else float("nan")
+        return (f"SIBMResult({self.params['method']['method']}, {self.iterations} "
+                f"{'sweeps' if self.params['method']['method'] == 'batch_vb' else 'updates'}, "
+                f"elbo={elbo:.6g})")
+
+    def _family_arrays(self):
+        return {"natural_" + key: value for key, value in self.natural.items()}
+
+    def _load_family(self, get, meta):
+        names = ("u1", "u2", "v1", "v2", "z", "row_updates", "col_updates", "t", "batch")
+        self._set_state({key: get("natural_" + key) for key in names})
