@@ -27,6 +27,9 @@ SCALE_DOWN = [
     (r"n_epochs=1000,", "n_epochs=2,"),
     (r"make_linear_gaussian\(1000, 10,", "make_linear_gaussian(200, 5,"),
     (r"n_samples=20_000, burnin=10_000", "n_samples=200, burnin=100"),
+    (r"make_binary_mf\(2000, 2000, 10,", "make_binary_mf(200, 150, 10,"),
+    (r"n_updates=2000,", "n_updates=30,"),
+    (r"n_updates=20,", "n_updates=2,"),
 ]
 
 
@@ -45,7 +48,7 @@ def _scaled(code, used):
 @pytest.fixture(scope="module")
 def blocks():
     found = _blocks()
-    assert len(found) == 4, f"the README has {len(found)} Python blocks; this test knows 4"
+    assert len(found) == 5, f"the README has {len(found)} Python blocks; this test knows 5"
     return found
 
 
@@ -76,7 +79,14 @@ def test_bpmf(blocks, tmp_path, monkeypatch):
 def test_hamcmc(blocks, tmp_path, monkeypatch):
     ns, used = _run(["import pymf\n", blocks[3]], tmp_path, monkeypatch)
     assert ns["res"].samples.shape[-1] == 5
-    assert all(used[10:]), [p for (p, _), n in zip(SCALE_DOWN[10:], used[10:]) if not n]
+    assert all(used[10:12]), [p for (p, _), n in zip(SCALE_DOWN[10:12], used[10:12]) if not n]
+
+
+def test_sibm(blocks, tmp_path, monkeypatch):
+    ns, used = _run(["import pymf\n", blocks[4]], tmp_path, monkeypatch)
+    assert ns["res"].kind == "sibm_fit" and ns["vb"].iterations == 2
+    assert ns["p"].shape == ns["sd"].shape == ns["test"][0].shape
+    assert all(used[12:]), [p for (p, _), n in zip(SCALE_DOWN[12:], used[12:]) if not n]
 
 
 # the command-line block: the same options, smaller problems and shorter runs
