@@ -228,10 +228,12 @@ def synthetic():
     return X
 
 
+@pytest.mark.parametrize("batch_size", ["auto", 6000])  # 6000: the parallel path (>= 4096)
 @pytest.mark.parametrize("sampling", ["uniform", "balanced", "biased"])
-def test_same_fit_for_one_and_two_threads(sampling):
+def test_same_fit_for_one_and_two_threads(sampling, batch_size):
     X = synthetic()
-    fits = [pymf.fit(pymf.LogisticMF(4), X, pymf.SIBM(sampling=sampling, n_threads=n),
+    fits = [pymf.fit(pymf.LogisticMF(4), X, pymf.SIBM(sampling=sampling, batch_size=batch_size,
+                                                      n_threads=n),
                      n_updates=60, seed=4, trace_every=20) for n in (1, 2)]
     for key, value in fits[0].natural.items():
         np.testing.assert_array_equal(value, fits[1].natural[key])

@@ -12,6 +12,9 @@
                                    out a 1e-87 event */
 #define SIBM_MIN_ACCEPTANCE 0.01
 #define SIBM_TILE 64 /* columns per task in batch VB's column stages */
+/* below this many draws an update runs on one thread: a parallel region's fork and join
+ * cost more than the work (and far more on a loaded machine); results do not change */
+#define SIBM_PARALLEL_MIN 4096
 
 struct pymf_sibm {
     pymf_sibm_matrix X;
@@ -589,7 +592,7 @@ static pymf_status factor_stage(pymf_sibm *s, int rows, int d, double rho, int n
     double *spread_var = rows ? s->row_var : s->col_var;
     double *spread_mean_sq = rows ? s->row_mean_sq : s->col_mean_sq;
     /* each draw's contribution at the current q, lambda from the current xi */
-#pragma omp parallel for schedule(static) num_threads(nt)
+#pragma omp parallel for schedule(static) num_threads(nt) if(n >= SIBM_PARALLEL_MIN)
     for (int64_t k = 0; k < n; ++k) {
         const double lam = jj_lambda(sqrt(s->vs[k] + s->es[k] * s->es[k]));
         const int64_t a = own[k] * D + d, b = other[k] * D + d;
@@ -599,7 +602,7 @@ static pymf_status factor_stage(pymf_sibm *s, int rows, int d, double rho, int n
     }
     /* each row's (column's) target: the prior plus the mean of its draws', in draw order */
     int failed = 0;
-#pragma omp parallel for schedule(dynamic, 64) num_threads(nt) reduction(| : failed)
+#pragma omp parallel for schedule(dynamic, 64) num_threads(nt) if(n >= SIBM_PARALLEL_MIN) reduction(| : failed)
     for (int64_t g = 0; g < n_seg; ++g) {
         const int64_t lo = seg[g], hi = seg[g + 1];
         double sa = 0.0, sb = 0.0;
@@ -628,7 +631,7 @@ static pymf_status factor_stage(pymf_sibm *s, int rows, int d, double rho, int n
     if (failed)
         return pymf_fail(err, PYMF_EDIVERGED, "a non-finite %s target in dimension %d",
                          rows ? "row" : "column", d);
-#pragma omp parallel for schedule(static) num_threads(nt)
+#pragma omp parallel for schedule(static) num_threads(nt) if(n >= SIBM_PARALLEL_MIN)
     for (int64_t g = 0; g < n_seg; ++g) {
         const int64_t a = own[order[seg[g]].index] * D + d;
         const double r = rho > 0 ? rho : schedule(s, counts[own[order[seg[g]].index]]);
@@ -639,7 +642,7 @@ static pymf_status factor_stage(pymf_sibm *s, int rows, int d, double rho, int n
                    (1.0 - r) * eta1[a] + r * s->seg_t1[g], (1.0 - r) * eta2[a] + r * s->seg_t2[g]);
     }
     /* E[s] and Var[s] of every draw follow its row's (column's) new factor */
-#pragma omp parallel for schedule(dynamic, 64) num_threads(nt)
+#pragma omp parallel for schedule(dynamic, 64) num_threads(nt) if(n >= SIBM_PARALLEL_MIN)
     for (int64_t g = 0; g < n_seg; ++g) {
         const int64_t first = order[seg[g]].index, a = own[first] * D + d;
         const double m_old = s->seg_old_m[g], v_old = s->seg_old_v[g];
@@ -660,7 +663,7 @@ static pymf_status update_scratch(pymf_sibm *s, int64_t n, double rho, pymf_erro
     s->n_seg_row = group_by(s->rows, n, s->order_row, s->seg_row);
     s->n_seg_col = group_by(s->cols, n, s->order_col, s->seg_col);
     const keyed *by_row = (const keyed *)s->order_row, *by_col = (const keyed *)s->order_col;
-#pragma omp parallel for schedule(static) num_threads(nt)
+#pragma omp parallel for schedule(static) num_threads(nt) if(n >= SIBM_PARALLEL_MIN)
     for (int64_t k = 0; k < n; ++k)
         entry_moments(s, s->rows[k], s->cols[k], &s->es[k], &s->vs[k]);
     /* z sees every draw (summed in draw order) */
@@ -685,7 +688,7 @@ static pymf_status update_scratch(pymf_sibm *s, int64_t n, double rho, pymf_erro
     const double m_old = s->mu_z, v_old = s->var_z;
     set_factor(&s->z[0], &s->z[1], &s->mu_z, &s->var_z, (1.0 - rz) * s->z[0] + rz * t1,
                (1.0 - rz) * s->z[1] + rz * t2);
-#pragma omp parallel for schedule(static) num_threads(nt)
+#pragma omp parallel for schedule(static) num_threads(nt) if(n >= SIBM_PARALLEL_MIN)
     for (int64_t k = 0; k < n; ++k) {
         s->es[k] += s->mu_z - m_old;
         s->vs[k] += s->var_z - v_old;
@@ -740,7 +743,7 @@ static pymf_status draw_into(const pymf_sibm *s, uint32_t stream, int64_t t, int
 {
     int failed = 0;
     const int nt = threads(s);
-#pragma omp parallel for schedule(static) num_threads(nt) reduction(| : failed)
+#pragma omp parallel for schedule(static) num_threads(nt) if(n >= SIBM_PARALLEL_MIN) reduction(| : failed)
     for (int64_t k = 0; k < n; ++k) {
         int64_t i = 0, j = 0;
         int one = 0;
