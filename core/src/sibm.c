@@ -87,7 +87,8 @@ static void entry_moments(const pymf_sibm *s, int64_t i, int64_t j, double *es, 
     *vs = v;
 }
 
-static int is_one(const pymf_sibm_matrix *X, int64_t i, int64_t j)
+/* the position of row i's first one at column j or after (row_ptr[i + 1] if none) */
+static int64_t first_one_from(const pymf_sibm_matrix *X, int64_t i, int64_t j)
 {
     int64_t lo = X->row_ptr[i], hi = X->row_ptr[i + 1];
     while (lo < hi) {
@@ -97,7 +98,24 @@ static int is_one(const pymf_sibm_matrix *X, int64_t i, int64_t j)
         else
             hi = mid;
     }
-    return lo < X->row_ptr[i + 1] && X->col_idx[lo] == j;
+    return lo;
+}
+
+static int is_one(const pymf_sibm_matrix *X, int64_t i, int64_t j)
+{
+    const int64_t e = first_one_from(X, i, j);
+    return e < X->row_ptr[i + 1] && X->col_idx[e] == j;
+}
+
+/* x_ij of a walk along row i in increasing j: *next is the position of the row's first one
+ * not yet passed, and moves past j when j is a one */
+static inline double walk_row(const pymf_sibm_matrix *X, int64_t i, int64_t *next, int64_t j)
+{
+    if (*next < X->row_ptr[i + 1] && X->col_idx[*next] == j) {
+        ++*next;
+        return 1.0;
+    }
+    return 0.0;
 }
 
 /* first index e in [0, n) with cum[e] > u (cum non-decreasing, u < cum[n - 1]) */
@@ -840,19 +858,6 @@ pymf_status pymf_sibm_update_entries(pymf_sibm *s, int64_t n, const int64_t *row
 
 /* ---- batch VB ---- */
 
-/* the ones of row i from column j on: the position of the first one at or after j */
-static int64_t first_one_from(const pymf_sibm_matrix *X, int64_t i, int64_t j)
-{
-    int64_t lo = X->row_ptr[i], hi = X->row_ptr[i + 1];
-    while (lo < hi) {
-        const int64_t mid = lo + (hi - lo) / 2;
-        if (X->col_idx[mid] < j)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
 
 static pymf_status batch_sweep(pymf_sibm *s, int nt)
 {
@@ -872,8 +877,7 @@ static pymf_status batch_sweep(pymf_sibm *s, int nt)
         double sa = 0.0, sb = 0.0;
         int64_t next = X->row_ptr[i];
         for (int64_t j = 0; j < M; ++j) {
-            const double x = (next < X->row_ptr[i + 1] && X->col_idx[next] == j) ? 1.0 : 0.0;
-            next += x > 0;
+            const double x = walk_row(X, i, &next, j);
             const double e = es[i * M + j], lam = jj_lambda(sqrt(vs[i * M + j] + e * e));
             sa += 2.0 * lam;
             sb += (x - 0.5) - 2.0 * lam * (e - s->mu_z);
@@ -909,8 +913,7 @@ static pymf_status batch_sweep(pymf_sibm *s, int nt)
             double sa_i = 0.0, sb_i = 0.0;
             int64_t next = X->row_ptr[i];
             for (int64_t j = 0; j < M; ++j) {
-                const double x = (next < X->row_ptr[i + 1] && X->col_idx[next] == j) ? 1.0 : 0.0;
-                next += x > 0;
+                const double x = walk_row(X, i, &next, j);
                 const double e = es[i * M + j], lam = jj_lambda(sqrt(vs[i * M + j] + e * e));
                 const double m = s->mu_v[j * D + d], e2 = m * m + s->var_v[j * D + d];
                 sa_i += 2.0 * lam * e2;
@@ -942,8 +945,7 @@ static pymf_status batch_sweep(pymf_sibm *s, int nt)
                 const double mu = s->mu_u[i * D + d], e2 = mu * mu + s->var_u[i * D + d];
                 int64_t next = first_one_from(X, i, j0);
                 for (int64_t j = j0; j < j1; ++j) {
-                    const double x = (next < X->row_ptr[i + 1] && X->col_idx[next] == j) ? 1.0 : 0.0;
-                    next += x > 0;
+                    const double x = walk_row(X, i, &next, j);
                     const double e = es[i * M + j], lam = jj_lambda(sqrt(vs[i * M + j] + e * e));
                     ta[j - j0] += 2.0 * lam * e2;
                     tb[j - j0] += mu * ((x - 0.5) - 2.0 * lam * (e - s->mu_v[j * D + d] * mu));
@@ -1040,8 +1042,7 @@ pymf_status pymf_sibm_elbo(const pymf_sibm *s, double *elbo, pymf_error *err)
         double sum = 0.0;
         int64_t next = X->row_ptr[i];
         for (int64_t j = 0; j < M; ++j) {
-            const double x = (next < X->row_ptr[i + 1] && X->col_idx[next] == j) ? 1.0 : 0.0;
-            next += x > 0;
+            const double x = walk_row(X, i, &next, j);
             double es, vs;
             entry_moments(s, i, j, &es, &vs);
             sum += bound_at_optimum(x, es, vs);

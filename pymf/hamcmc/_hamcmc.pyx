@@ -17,6 +17,20 @@ _KINDS = {"sgld": PYMF_SGMCMC_SGLD, "precond_sgld": PYMF_SGMCMC_PSGLD, "sgrld": 
           "hamcmc": PYMF_SGMCMC_HAMCMC}
 
 
+cdef void _point_at(pymf_sgmcmc_saved *saved, theta_array, V_array, pair_s_array,
+                    pair_y_array) except *:
+    """saved's pointers into C-contiguous float64 arrays of its shape (pairs: none when
+    saved.pair_rows is 0). The arrays must outlive the C call that reads or fills them."""
+    cdef double[:, ::1] theta = theta_array
+    cdef double[::1] V = V_array
+    cdef double[:, ::1] pair_s = pair_s_array
+    cdef double[:, ::1] pair_y = pair_y_array
+    saved.theta = &theta[0, 0]
+    saved.V = &V[0]
+    saved.pair_s = &pair_s[0, 0] if saved.pair_rows else NULL
+    saved.pair_y = &pair_y[0, 0] if saved.pair_rows else NULL
+
+
 cdef class _Model:
     """The model's arrays (kept alive here) and the C struct pointing into them."""
     cdef pymf_linear_gaussian m
@@ -187,13 +201,7 @@ cdef class Chain:
                   "V": np.empty(saved.dim),
                   "pair_s": np.empty((saved.pair_rows, saved.dim)),
                   "pair_y": np.empty((saved.pair_rows, saved.dim))}
-        cdef double[:, ::1] theta = arrays["theta"], pair_s = arrays["pair_s"]
-        cdef double[:, ::1] pair_y = arrays["pair_y"]
-        cdef double[::1] V = arrays["V"]
-        saved.theta = &theta[0, 0]
-        saved.V = &V[0]
-        saved.pair_s = &pair_s[0, 0] if saved.pair_rows else NULL
-        saved.pair_y = &pair_y[0, 0] if saved.pair_rows else NULL
+        _point_at(&saved, arrays["theta"], arrays["V"], arrays["pair_s"], arrays["pair_y"])
         pymf_error_clear(&err)
         with nogil:
             pymf_sgmcmc_export(self.s, &saved, &err)
@@ -221,18 +229,13 @@ cdef class Chain:
         counters = np.asarray(arrays["counters"])
         if counters.dtype.kind not in "iu":
             raise ValueError("the saved chain state's counters are not integers")
-        cdef double[:, ::1] theta = np.array(arrays["theta"], dtype=np.float64, order="C")
-        cdef double[:, ::1] pair_s = np.array(arrays["pair_s"], dtype=np.float64, order="C")
-        cdef double[:, ::1] pair_y = np.array(arrays["pair_y"], dtype=np.float64, order="C")
-        cdef double[::1] V = np.array(arrays["V"], dtype=np.float64)
+        copies = [np.array(arrays[name], dtype=np.float64, order="C")
+                  for name in ("theta", "V", "pair_s", "pair_y")]
         try:
             saved.t, saved.n_pairs, saved.skipped_pairs = (int(c) for c in counters)
         except OverflowError:
             raise ValueError("the saved chain state's counters are out of range") from None
-        saved.theta = &theta[0, 0]
-        saved.V = &V[0]
-        saved.pair_s = &pair_s[0, 0] if saved.pair_rows else NULL
-        saved.pair_y = &pair_y[0, 0] if saved.pair_rows else NULL
+        _point_at(&saved, copies[0], copies[1], copies[2], copies[3])
         pymf_error_clear(&err)
         with nogil:
             pymf_sgmcmc_import(self.s, &saved, &err)

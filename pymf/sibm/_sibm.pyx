@@ -92,6 +92,12 @@ cdef class Chain:
         return {"u1": u1, "u2": u2, "v1": v1, "v2": v2, "z": z, "row_updates": ru,
                 "col_updates": cu, "t": np.int64(t), "batch": np.int64(batch)}
 
+    def counters(self):
+        """(t, batch): the update counter and the current batch size, without copying q."""
+        cdef int64_t t = 0, batch = 0
+        pymf_sibm_get_state(self.s, NULL, NULL, NULL, NULL, NULL, NULL, NULL, &t, &batch)
+        return t, batch
+
     def set_state(self, u1, u2, v1, v2, z, row_updates, col_updates, int64_t t, int64_t batch):
         L, M, D = self.n_rows, self.n_cols, self.rank
         arrays = [_float64(u1), _float64(u2), _float64(v1), _float64(v2), _float64(z)]

@@ -67,11 +67,11 @@ class SIBMKernel(Kernel):
         self.unit = "sweep" if batch else "update"
         L, M = shape
         self.exact_elbo = L * M * rank <= EXACT_ELBO_LIMIT
-        self.batch_size = L * M if batch else int(chain.state()["batch"])
+        self.batch_size = L * M if batch else int(chain.counters()[1])
 
     @property
     def counter(self):
-        return int(self.chain.state()["t"])
+        return int(self.chain.counters()[0])
 
     def draw_shapes(self):
         return {}
