@@ -743,11 +743,18 @@ static int64_t next_batch(const pymf_sibm *s)
             if (seg[g + 1] - seg[g] < 2 || !(mean_sq[g] > 0))
                 continue;
             const int64_t key = side == 0 ? s->rows[order[seg[g]].index] : s->cols[order[seg[g]].index];
-            total += var[g] / (s->config.theta_delta * schedule(s, counts[key]) * mean_sq[g]);
+            /* the draws row i needs, n(i) = ratio; S p_row(i) of a minibatch's fall in it */
+            const double p = side == 0 ? s->p_row[key] : s->p_col[key];
+            total += var[g] / (s->config.theta_delta * schedule(s, counts[key]) * mean_sq[g]) / p;
             ++used;
         }
     }
     double next = used ? total / (double)used : 2.0 * (double)s->batch;
+    /* one update's estimate is noisy: S moves at most by a factor of two per update */
+    if (next > 2.0 * (double)s->batch)
+        next = 2.0 * (double)s->batch;
+    if (next < 0.5 * (double)s->batch)
+        next = 0.5 * (double)s->batch;
     if (!(next >= (double)s->config.batch_min))
         next = (double)s->config.batch_min;
     if (next > (double)s->config.batch_max)

@@ -36,7 +36,7 @@ def sibm_arguments(parser):
                         help="SIBM's entry sampling strategy")
     parser.add_argument("--batch-size", default="auto",
                         help="SIBM's minibatch: 'auto' or a number of entries")
-    parser.add_argument("--theta-delta", type=float, default=0.5,
+    parser.add_argument("--theta-delta", type=float, default=100.0,
                         help="the automatic minibatch size's parameter (smaller: larger batches)")
     parser.add_argument("--updates", type=int, default=2000,
                         help="SIBM updates (minibatches), or batch VB sweeps")

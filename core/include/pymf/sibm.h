@@ -50,9 +50,13 @@
  *
  * Automatic minibatch size (poster section 8): after each update, for every row and column
  * with n >= 2 draws in it, the sample mean E and variance Var of the per-draw targets
- * (2 D numbers) give  ratio = ||Var||_1 / (theta_delta rho ||E||^2);  the next S is the mean
- * ratio over those rows and columns (twice S when none has two draws), clamped to
- * [batch_min, batch_max].
+ * (2 D numbers) give the draws the row needs, n(i) = ||Var||_1 / (theta_delta rho ||E||^2)
+ * (the poster's rule); a minibatch of S puts S p_row(i) draws in row i on average, so the
+ * row asks for S = n(i) / p_row(i) (the poster's S = n(i) leaves this factor out, and
+ * with it S fell to its floor on every matrix we tried). The next S is the mean of these
+ * over the rows and columns (twice S when none has two draws), moved by at most a factor
+ * of two per update (one update's estimate is noisy), and kept in [batch_min, batch_max].
+ * As rho decays S grows, as SVI's noise has to shrink.
  *
  * Batch VB (pymf_sibm_batch_sweep): the same stages with every one of the L M entries,
  * weight 1 and rho = 1 (coordinate ascent; the ELBO never decreases). It keeps E[s] and
