@@ -342,6 +342,8 @@ def test_bad_indices_are_refused():
     (lambda: pymf.SIBM(batch_size=0), "batch_size"),
     (lambda: pymf.SIBM(batch_size="big"), "batch_size"),
     (lambda: pymf.SIBM(kappa=0.4), "kappa"),
+    (lambda: pymf.SIBM(batch_min=10, batch_start=5), "batch_min <= batch_start"),
+    (lambda: pymf.SIBM(batch_start=10, batch_max=5), "batch_start <= batch_max"),
     (lambda: pymf.SIBM(n_threads=0), "n_threads"),
 ])
 def test_bad_settings_are_refused_by_name(make, match):
@@ -377,3 +379,38 @@ def test_cli_sibm_runs_and_writes_a_summary(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["shape"] == [200, 200] and 0 <= summary["final_test_auc"] <= 1
     assert isinstance(pymf.load(out / "result.npz"), pymf.SIBMResult)
+
+
+def test_every_input_form_gives_the_same_matrix():
+    """A canonical CSR (taken as it is), a COO, an unsorted CSR, Ratings of ones and a dense
+    array (stored zeros dropped) give the same ones."""
+    dense = small_matrix(9, 7, 0.3, seed=8)
+    csr = sparse.csr_matrix(dense)
+    with_zero = csr.copy()
+    with_zero.data[0] = 0.0  # a stored zero: that entry is a zero
+    expected = dense.copy()
+    r0, c0 = np.nonzero(dense)
+    expected[r0[0], c0[0]] = 0
+    rows, cols = np.nonzero(dense)
+    order = np.random.default_rng(0).permutation(len(rows))
+    unsorted = sparse.csr_matrix((np.ones(len(rows)), (rows[order], cols[order])), shape=dense.shape)
+    unsorted.has_sorted_indices = False
+    forms = [csr, csr.tocoo(), unsorted, pymf.Ratings(rows, cols, np.ones(len(rows)), shape=dense.shape),
+             dense]
+    for form in forms:
+        X = as_binary(form)
+        assert X.shape == dense.shape
+        back = np.zeros(dense.shape)
+        back[X.coo()] = 1
+        np.testing.assert_array_equal(back, dense)
+    X = as_binary(with_zero)
+    back = np.zeros(dense.shape)
+    back[X.coo()] = 1
+    np.testing.assert_array_equal(back, expected)
+
+
+def test_default_batch_bounds_scale_with_the_matrix():
+    assert pymf.SIBM().sizes(2000, 2000)[:2] == (1000, 1000)
+    assert pymf.SIBM().sizes(10_000, 10_000)[:2] == (5000, 5000)
+    assert pymf.SIBM().sizes(50, 40)[:2] == (1000, 1000)
+    assert pymf.SIBM(batch_min=200, batch_start=300).sizes(10_000, 10_000)[:2] == (300, 200)

@@ -66,8 +66,9 @@ def fit_sibm(model, data, method, n_updates=1000, seed=None, init=None, test=Non
         settings = ("uniform", 1, 1, 1, 1, 1.0, 1.0, 1.0)
     else:
         fixed = 0 if method.batch_size == "auto" else method.batch_size
-        settings = (method.sampling, fixed, method.batch_start, method.batch_min,
-                    method.batch_max, method.theta_delta, method.tau0, method.kappa)
+        start, low, high = method.sizes(*X.shape)
+        settings = (method.sampling, fixed, start, low, high, method.theta_delta, method.tau0,
+                    method.kappa)
     chain = _sibm.Chain(X.row_ptr, X.col_idx, X.shape[1], model.rank, model.prior(), *settings,
                         draw_seed, method.n_threads)
     _start(chain, model, X, np.random.default_rng(init_child), init)
