@@ -64,7 +64,7 @@ def main(argv=None):
     parser.add_argument("--density", type=float, default=0.01, help="expected fraction of ones")
     parser.add_argument("--rank", type=int, default=10, help="rank of the data and the model")
     parser.add_argument("--scale", type=float, default=2.0,
-                        help="sd of u.v in the data (signal strength)")
+                        help="signal strength: u.v has sd scale^2 in the data")
     parser.add_argument("--data-seed", type=int, default=1,
                         help="seed of the matrix (1: not the seed-0 matrix the defaults of "
                              "pymf.SIBM were chosen on)")

@@ -129,8 +129,8 @@ def check_test(test, shape):
 
 def make_binary_mf(n_rows, n_cols, rank, density=0.01, n_ones=None, scale=1.0, seed=0):
     """A binary matrix drawn from the model, as scipy.sparse.csr_matrix of ones, with the
-    truth: (X, U, V, z). U, V ~ N(0, scale^2 / sqrt(rank)) entrywise (so u.v has variance
-    scale^2 whatever the rank); z is set so that the expected density is `density` (or
+    truth: (X, U, V, z). U, V ~ N(0, scale^2 / sqrt(rank)) entrywise, so u.v has variance
+    scale^4 (sd scale^2) whatever the rank; z is set so that the expected density is `density` (or
     n_ones / (n_rows n_cols)). Entries are drawn row block by row block: memory is
     O((L + M) rank + ones), never L x M."""
     import scipy.sparse as sparse
