@@ -30,7 +30,10 @@ def test_reaches_a_stationary_point_of_the_log_posterior(optimizer):
 
 def test_non_negative_fit_stays_non_negative_and_fits():
     V, _, _ = pymf.datasets.make_tweedie_nmf(60, 50, 4, seed=2)
-    res = pymf.fit(pymf.TweedieNMF(4), V, pymf.DSGD(blocks=5, step_size=2e-3), n_epochs=60)
+    # seed=0, the seed this test ran with before seed=None became the default: its
+    # threshold is relative to the random start, which 2 of 12 fresh seeds start too low for
+    res = pymf.fit(pymf.TweedieNMF(4), V, pymf.DSGD(blocks=5, step_size=2e-3), n_epochs=60,
+                   seed=0)
     assert res.W.min() >= 0 and res.H.min() >= 0
     assert res.trace["loglik"][-1] > res.trace["loglik"][0] + 0.5 * abs(res.trace["loglik"][0])
 
