@@ -12,7 +12,8 @@ Also prints the memory-bandwidth bound of one iteration over the device's bandwi
             factors G written and read once;
   ring:     the part's V entries and H^T read and written once (W_b and G stay in shared
             memory; W is read and written once per launch, amortised away).
-Prints JSON and a table. Without a usable GPU it says why and measures the CPU only.
+Prints JSON and a table and writes a PNG (--plot). Without a usable GPU it says why and
+measures the CPU only.
 """
 import argparse
 import json
@@ -39,6 +40,35 @@ def bytes_per_iteration(I, J, K, B, size, strategy):
     return part * size + 2 * (I + J) * K * size + 2 * part * size
 
 
+def plot(rows, path, title):
+    """Two panels: seconds per 10K iterations for every row, and the GPU rows' time over
+    their memory-bandwidth bound. Returns the path, or why there is none."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed: no plot"
+    timed_rows = [r for r in rows if "seconds_per_10K" in r]
+    labels = [f"{r['backend']}\n{r['strategy']}\n{r['dtype']}" for r in timed_rows]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    axes[0].bar(labels, [r["seconds_per_10K"] for r in timed_rows])
+    axes[0].set_yscale("log")
+    axes[0].set_ylabel("seconds per 10K iterations (median)")
+    gpu_rows = [r for r in timed_rows if "times_the_bound" in r]
+    axes[1].bar([f"{r['strategy']}\n{r['dtype']}" for r in gpu_rows],
+                [r["times_the_bound"] for r in gpu_rows])
+    axes[1].axhline(1.0, color="k", lw=0.8)
+    axes[1].set_yscale("log")
+    axes[1].set_ylabel("GPU time / bandwidth bound")
+    fig.suptitle(title)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -49,6 +79,8 @@ def main():
     parser.add_argument("--check-every", type=int, default=1000,
                         help="GPU iterations queued between reads of the divergence flags")
     parser.add_argument("--bandwidth-gbs", type=float, default=3350.0)
+    parser.add_argument("--plot", default="results/psgld_gpu.png",
+                        help="bar chart of seconds per 10K iterations and of times the bound")
     args = parser.parse_args()
     I = J = args.size
     K, B, T = args.rank, max(args.size // 32, 1), args.samples
@@ -101,7 +133,9 @@ def main():
             else:
                 row["unavailable"] = state
             rows.append(row)
-    print(json.dumps({"benchmark": "psgld_gpu", "I": I, "J": J, "K": K, "B": B, "T": T,
+    plot_path = plot(rows, args.plot, f"PSGLD, Poisson-NMF {I}x{J}, K={K}, B={B} "
+                     f"(CPU: OpenMP x{THREADS}; loader: {gpu.loader()})")
+    print(json.dumps({"benchmark": "psgld_gpu", "plot": plot_path, "I": I, "J": J, "K": K, "B": B, "T": T,
                       "repeats": args.repeats, "check_every": args.check_every,
                       "cpu_count": os.cpu_count(), "threads": THREADS,
                       "loader": gpu.loader(), "kernels": gpu.kernel_origin() or INFO["cuda_kernels"],

@@ -21,6 +21,10 @@ from pymf.nmf import gpu as nmf_gpu
 
 NVCC = shutil.which("nvcc")
 GXX = shutil.which("g++")
+# The shim includes the C core's headers, which include GSL's: where GSL lies outside the
+# compiler's paths, setup.py took it from GSL_PREFIX, and so does the shim's build
+GSL_INCLUDE = (["-I", os.path.join(os.environ["GSL_PREFIX"], "include")]
+               if os.environ.get("GSL_PREFIX") else [])
 KERNELS = [f"{name}_{suffix}" for name in gpu.KERNEL_NAMES for suffix in ("f32", "f64")]
 
 
@@ -83,7 +87,7 @@ def shim(tmp_path_factory):
     library = tmp_path_factory.mktemp("shim") / "shim.so"
     source = os.path.join(os.path.dirname(__file__), "cuda_shim.cpp")
     done = subprocess.run([GXX, "-std=c++14", "-O1", "-shared", "-fPIC", "-pthread", "-I", gpu.include_dir(),
-                           "-I", gpu.kernel_dir(), source, "-o", str(library)],
+                           *GSL_INCLUDE, "-I", gpu.kernel_dir(), source, "-o", str(library)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     lib = ctypes.CDLL(str(library))
@@ -117,7 +121,7 @@ def test_synchronising_kernels_have_no_data_race_under_thread_sanitizer(tmp_path
     here = os.path.dirname(__file__)
     program = tmp_path / "races"
     built = subprocess.run([GXX, "-std=c++14", "-O1", "-g", "-fsanitize=thread", "-pthread",
-                            "-Wno-tsan", "-I", gpu.include_dir(), "-I", gpu.kernel_dir(),
+                            "-Wno-tsan", "-I", gpu.include_dir(), *GSL_INCLUDE, "-I", gpu.kernel_dir(),
                             os.path.join(here, "cuda_shim_races.cpp"), "-o", str(program)],
                            capture_output=True, text=True, timeout=300)
     if built.returncode != 0 and "tsan" in built.stderr.lower():
