@@ -11,6 +11,8 @@
 #define SIBM_MAX_ATTEMPTS 20000 /* rejection draws of a zero: acceptance >= 1% makes running
                                    out a 1e-87 event */
 #define SIBM_MIN_ACCEPTANCE 0.01
+#define SIBM_ONE_ATTEMPTS 32 /* S-Biased: rejection draws of a one within its row before the
+                                exact walk of the row (attempt numbers share the zeros' field) */
 #define SIBM_TILE 64 /* columns per task in batch VB's column stages */
 /* below this many draws an update runs on one thread: a parallel region's fork and join
  * cost more than the work (and far more on a loaded machine); results do not change */
@@ -28,7 +30,8 @@ struct pymf_sibm {
     /* the sampling strategy's tables */
     int64_t *col_ones;          /* c1_j */
     double p_one;               /* probability of drawing from the ones */
-    double *one_cum;            /* BIASED: cumulative weights of the ones */
+    double *ones_row_cum;       /* BIASED: cumulative over rows of a_i * (sum of the row's b_j) */
+    double *ones_row_bmax;      /* BIASED: the largest b_j among each row's ones */
     double *row_cum, *col_cum;  /* BIASED: cumulative weights of the zero proposal */
     double Z1, Z0;              /* BIASED: normalisers of the ones' and zeros' weights */
     double *p_row, *p_col;      /* marginal probabilities of a draw's row / column */
@@ -176,6 +179,41 @@ static double draw_probability(const pymf_sibm *s, int64_t i, int64_t j, int one
     }
 }
 
+/* S-Biased: one of row i's ones with probability b_j / sum of the row's b_j, where
+   b_j = L - c1_j + 1. By rejection from a uniform one of the row (accepted with probability
+   b_j / max b_j over the row), and after SIBM_ONE_ATTEMPTS refusals by walking the row's
+   cumulative weight: either way the exact distribution (a mixture of two exact draws), and
+   no table of 8 bytes a one (on a sparse matrix every b_j is near L: one attempt). */
+static int64_t biased_one_in_row(const pymf_sibm *s, const uint32_t key[2], uint32_t ctr[4],
+                                 int64_t index, int64_t i)
+{
+    const pymf_sibm_matrix *X = &s->X;
+    const int64_t first = X->row_ptr[i], count = X->row_ptr[i + 1] - first;
+    const double Lp1 = (double)X->n_rows + 1.0;
+    uint32_t w[4];
+    for (uint32_t attempt = 1; attempt <= SIBM_ONE_ATTEMPTS + 1; ++attempt) {
+        ctr[0] = ((uint32_t)((uint64_t)index >> 32) << 16) | attempt;
+        pymf_philox4x32_10(ctr, key, w);
+        if (attempt <= SIBM_ONE_ATTEMPTS) {
+            const int64_t e = first + uniform_below(word64(w), count);
+            if (unit53(word64(w + 2)) * s->ones_row_bmax[i] < Lp1 - (double)s->col_ones[X->col_idx[e]])
+                return e;
+            continue;
+        }
+        double total = 0.0;
+        for (int64_t e = first; e < first + count; ++e)
+            total += Lp1 - (double)s->col_ones[X->col_idx[e]];
+        const double u = unit53(word64(w)) * total;
+        double cum = 0.0;
+        for (int64_t e = first; e < first + count; ++e) {
+            cum += Lp1 - (double)s->col_ones[X->col_idx[e]];
+            if (cum > u)
+                return e;
+        }
+    }
+    return first + count - 1; /* u < total up to rounding: the last one */
+}
+
 /* draw number `index` of update t: returns 0, or -1 when the zero's rejection ran out */
 static int draw_entry(const pymf_sibm *s, uint32_t stream, int64_t t, int64_t index,
                       int64_t *row, int64_t *col, int *one)
@@ -194,12 +232,14 @@ static int draw_entry(const pymf_sibm *s, uint32_t stream, int64_t t, int64_t in
     }
     if (pymf_uniform_open(w[0]) < s->p_one) {
         int64_t e;
-        if (s->config.sampling == PYMF_SIBM_BALANCED)
+        if (s->config.sampling == PYMF_SIBM_BALANCED) {
             e = uniform_below(word64(w + 2), X->n_ones);
-        else
-            e = search_cumulative(s->one_cum, X->n_ones,
-                                  unit53(word64(w + 2)) * s->one_cum[X->n_ones - 1]);
-        *row = row_of_one(X, e);
+            *row = row_of_one(X, e);
+        } else {
+            *row = search_cumulative(s->ones_row_cum, X->n_rows,
+                                     unit53(word64(w + 2)) * s->ones_row_cum[X->n_rows - 1]);
+            e = biased_one_in_row(s, key, ctr, index, *row);
+        }
         *col = X->col_idx[e];
         *one = 1;
         return 0;
@@ -251,7 +291,8 @@ void pymf_sibm_destroy(pymf_sibm *s)
     free(s->u1); free(s->u2); free(s->v1); free(s->v2);
     free(s->mu_u); free(s->var_u); free(s->mu_v); free(s->var_v);
     free(s->row_updates); free(s->col_updates);
-    free(s->col_ones); free(s->one_cum); free(s->row_cum); free(s->col_cum);
+    free(s->col_ones); free(s->ones_row_cum); free(s->ones_row_bmax);
+    free(s->row_cum); free(s->col_cum);
     free(s->p_row); free(s->p_col);
     free_scratch(s);
     free(s->all_es); free(s->all_vs);
@@ -391,11 +432,12 @@ static pymf_status build_tables(pymf_sibm *s, pymf_error *err)
         return PYMF_OK;
     }
     /* BIASED: a one weighs a_i b_j = (r0_i + 1)(c0_j + 1), a zero g_i h_j = (r1_i + 1)(c1_j + 1) */
-    s->one_cum = malloc((size_t)(n1 > 0 ? n1 : 1) * sizeof(double));
+    s->ones_row_cum = malloc((size_t)L * sizeof(double));
+    s->ones_row_bmax = malloc((size_t)L * sizeof(double));
     s->row_cum = malloc((size_t)L * sizeof(double));
     s->col_cum = malloc((size_t)M * sizeof(double));
     double *col_a = calloc((size_t)M, sizeof(double)), *col_g = calloc((size_t)M, sizeof(double));
-    if (!s->one_cum || !s->row_cum || !s->col_cum || !col_a || !col_g) {
+    if (!s->ones_row_cum || !s->ones_row_bmax || !s->row_cum || !s->col_cum || !col_a || !col_g) {
         free(col_a); free(col_g);
         return pymf_fail(err, PYMF_ENOMEM, "out of memory for the sampling tables");
     }
@@ -405,15 +447,19 @@ static pymf_status build_tables(pymf_sibm *s, pymf_error *err)
         const double a = Md - r1 + 1.0, g = r1 + 1.0;
         G += g;
         s->row_cum[i] = G;
+        double row_b = 0.0, row_bmax = 0.0;
         for (int64_t e = X->row_ptr[i]; e < X->row_ptr[i + 1]; ++e) {
             const int64_t j = X->col_idx[e];
-            const double c1 = (double)s->col_ones[j];
-            Z1 += a * (Ld - c1 + 1.0);
-            s->one_cum[e] = Z1;
+            const double c1 = (double)s->col_ones[j], b = Ld - c1 + 1.0;
+            row_b += b;
+            row_bmax = b > row_bmax ? b : row_bmax;
             ones_gh += g * (c1 + 1.0);
             col_a[j] += a;
             col_g[j] += g;
         }
+        Z1 += a * row_b;
+        s->ones_row_cum[i] = Z1;
+        s->ones_row_bmax[i] = row_bmax;
     }
     for (int64_t j = 0; j < M; ++j) {
         H += (double)s->col_ones[j] + 1.0;

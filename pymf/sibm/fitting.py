@@ -21,7 +21,6 @@ from pymf.sibm.samplers import BatchVB
 
 
 def _start(chain, model, X, rng, init):
-    state = chain.state()
     if init is not None:
         natural = getattr(init, "natural", init)
         if not isinstance(natural, dict):
@@ -34,13 +33,19 @@ def _start(chain, model, X, rng, init):
     L, M = X.shape
     D = model.rank
     var_u, var_v = 0.1 * model.prior_var_u, 0.1 * model.prior_var_v
-    mu_u = model.prior_mean_u + rng.normal(0, 0.1 * math.sqrt(model.prior_var_u), (L, D))
-    mu_v = model.prior_mean_v + rng.normal(0, 0.1 * math.sqrt(model.prior_var_v), (M, D))
+    # the natural parameters built in place: on a 10^5 x 10^5 matrix each (L, D) temporary
+    # is 8 MB of the start's peak memory
+    u1 = rng.normal(0, 0.1 * math.sqrt(model.prior_var_u), (L, D))
+    u1 += model.prior_mean_u
+    u1 /= var_u
+    v1 = rng.normal(0, 0.1 * math.sqrt(model.prior_var_v), (M, D))
+    v1 += model.prior_mean_v
+    v1 /= var_v
     density = min(max(X.n_ones / (L * M), 1e-6), 1 - 1e-6)
     mu_z, var_z = math.log(density / (1 - density)), 0.01
-    chain.set_state(mu_u / var_u, np.full((L, D), 1 / var_u), mu_v / var_v,
-                    np.full((M, D), 1 / var_v), np.array([mu_z / var_z, 1 / var_z]),
-                    state["row_updates"], state["col_updates"], 0, int(state["batch"]))
+    chain.set_state(u1, np.full((L, D), 1 / var_u), v1, np.full((M, D), 1 / var_v),
+                    np.array([mu_z / var_z, 1 / var_z]), np.zeros(L, np.int64),
+                    np.zeros(M, np.int64), 0, int(chain.counters()[1]))
 
 
 def fit_sibm(model, data, method, n_updates=1000, seed=None, init=None, test=None,

@@ -1,4 +1,6 @@
 """The result of fitting a LogisticMF model: q, the trace, predictions."""
+import functools
+
 import numpy as np
 
 from pymf.engine.result import Result
@@ -26,12 +28,27 @@ class SIBMResult(Result):
 
     def _set_state(self, state):
         self.natural = {key: np.asarray(value) for key, value in state.items()}
-        self.U_var = 1 / self.natural["u2"]
-        self.U_mean = self.natural["u1"] * self.U_var
-        self.V_var = 1 / self.natural["v2"]
-        self.V_mean = self.natural["v1"] * self.V_var
         z1, z2 = self.natural["z"]
         self.z_mean, self.z_var = float(z1 / z2), float(1 / z2)
+
+    # q's means and variances are computed from its natural parameters when first asked for:
+    # on a 10^5 x 10^5 matrix they are 16 MB each, which the end of a fit need not hold
+    # beside the chain's own q
+    @functools.cached_property
+    def U_var(self):
+        return 1 / self.natural["u2"]
+
+    @functools.cached_property
+    def U_mean(self):
+        return self.natural["u1"] * self.U_var
+
+    @functools.cached_property
+    def V_var(self):
+        return 1 / self.natural["v2"]
+
+    @functools.cached_property
+    def V_mean(self):
+        return self.natural["v1"] * self.V_var
 
     def _entries(self, rows, cols):
         rows = np.asarray(rows)
