@@ -49,10 +49,11 @@ struct pymf_ibp {
     int64_t n_missing;
     int K, cap;             /* instantiated features (hybrid) */
     double *Z, *A, *pi, *A_norm2;
-    double *m_global;       /* cap: feature counts after the last master step */
+    double *m_global;       /* cap: feature counts after the uncollapsed sub-iterations */
     double *owner;          /* P x cap: the same counts by process */
-    int *in_tail;           /* cap: the process whose tail holds feature k in this
-                               iteration (its owners all lie there), else -1 */
+    int *in_tail;           /* cap: the process whose tail holds feature k in the tail
+                               stage (its owners all lie there), P if it is empty (part of
+                               every tail), else -1 */
     double sigma_x, sigma_a, alpha;
     int64_t t;
     int active;
@@ -662,20 +663,6 @@ pymf_status pymf_ibp_set_state(pymf_ibp *s, int K, const double *Z, const double
     memcpy(s->A, A, sizeof(double) * (size_t)K * D);
     for (int a = 0; a < K; ++a)
         s->A_norm2[a] = pymf_dot_sequential(A + (int64_t)a * D, A + (int64_t)a * D, D);
-    /* counts by process, from every row of Z (each process's share of them) */
-    const int P = s->config.n_processes;
-    for (int a = 0; a < K; ++a) {
-        s->m_global[a] = 0.0;
-        for (int p = 0; p < P; ++p)
-            s->owner[(int64_t)p * s->cap + a] = 0.0;
-    }
-    for (int p = 0; p < P; ++p)
-        for (int64_t i = process_start(s->N, P, p); i < process_start(s->N, P, p + 1); ++i)
-            for (int a = 0; a < K; ++a)
-                if (Z[i * K + a] != 0.0) {
-                    s->owner[(int64_t)p * s->cap + a] += 1.0;
-                    s->m_global[a] += 1.0;
-                }
     Z += s->row_offset * K;  /* this object's rows */
     if (s->config.collapsed) {
         block *b = &s->procs[0].tail;
@@ -754,55 +741,8 @@ pymf_status pymf_ibp_begin(pymf_ibp *s, pymf_error *err)
         pr->tail.K = 0;
         memset(pr->tail.Z, 0, sizeof(double) * (size_t)(pr->n_rows > 0 ? pr->n_rows : 1) * pr->tail.cap);
     }
-    if (s->config.collapsed) {
-        s->begun = 1;
-        return PYMF_OK;
-    }
-    /* A feature whose owners all lie in the rows of a process with a tail joins that tail
-     * (its A_k and pi_k are integrated out until the master draws them again): no other
-     * process can take it up in this iteration, and the tail's collapsed updates, unlike
-     * updates given A_k, can dissolve a feature fitted to its few owners' noise. Which
-     * features these are depends only on the other processes' rows, which the tail does
-     * not change, so the move keeps the posterior. */
-    for (int k = 0; k < s->K; ++k) {
+    for (int k = 0; k < s->K; ++k)
         s->in_tail[k] = -1;
-        for (int p = 0; p < s->config.n_processes; ++p) {
-            const int active = p == s->active || t <= s->config.warm_start;
-            if (active && s->m_global[k] > 0.5 && s->owner[(int64_t)p * s->cap + k] == s->m_global[k])
-                s->in_tail[k] = p;
-        }
-    }
-    for (int q = 0; q < s->config.n_local; ++q) {
-        process *pr = &s->procs[q];
-        if (!pr->has_tail)
-            continue;
-        block *b = &pr->tail;
-        int n_moved = 0;
-        for (int k = 0; k < s->K; ++k)
-            n_moved += s->in_tail[k] == pr->index;
-        if (!block_reserve(b, n_moved))
-            return pymf_fail(err, PYMF_ENOMEM, "out of memory");
-        memset(b->Z, 0, sizeof(double) * (size_t)(pr->n_rows > 0 ? pr->n_rows : 1) * b->cap);
-        for (int k = 0; k < s->K; ++k) {
-            if (s->in_tail[k] != pr->index)
-                continue;
-            for (int64_t j = 0; j < pr->n_rows; ++j) {
-                double *z = s->Z + (pr->row0 + j) * s->cap;
-                b->Z[j * b->cap + b->K] = z[k];
-                z[k] = 0.0;
-            }
-            ++b->K;
-        }
-        /* the tail's data: the residuals of the instantiated features left */
-        for (int64_t j = 0; j < pr->n_rows; ++j) {
-            double *yres = b->Y + j * s->D;
-            const int64_t i = pr->row0 + j;
-            memcpy(yres, s->Y + i * s->D, sizeof(double) * (size_t)s->D);
-            for (int k = 0; k < s->K; ++k)
-                if (s->Z[i * s->cap + k] != 0.0)
-                    pymf_axpy(s->D, -1.0, s->A + (int64_t)k * s->D, yres);
-        }
-    }
     s->begun = 1;
     return PYMF_OK;
 }
@@ -832,46 +772,79 @@ static void flip_instantiated(pymf_ibp *s, process *pr, int64_t i, double *e, do
     }
 }
 
-static void process_sweeps(pymf_ibp *s, process *pr)
+/* y_n - z_n A over the instantiated features (those in a tail excluded: zero there) */
+static void residual(const pymf_ibp *s, int64_t i, double *e)
+{
+    const int D = s->D;
+    memcpy(e, s->Y + i * D, sizeof(double) * (size_t)D);
+    for (int k = 0; k < s->K; ++k)
+        if (s->Z[i * s->cap + k] != 0.0)
+            pymf_axpy(D, -1.0, s->A + (int64_t)k * D, e);
+}
+
+/* Collapsed Gibbs: one sweep over the process's rows (every feature in its block). */
+static void collapsed_sweep(pymf_ibp *s, process *pr)
+{
+    const int D = s->D;
+    const double sx2 = s->sigma_x * s->sigma_x, sa2 = s->sigma_a * s->sigma_a;
+    block *b = &pr->tail;
+    /* every row's data, held-out cells as last imputed */
+    memcpy(b->Y, s->Y + pr->row0 * D, sizeof(double) * (size_t)pr->n_rows * D);
+    if (!block_refresh(b, sx2 / sa2)) {
+        pr->status = PYMF_ENUMERIC;
+        return;
+    }
+    for (int64_t j = 0; j < pr->n_rows; ++j) {
+        if (!block_row(b, j, -1) ||
+            !block_gibbs_row(b, j, s->Y + (pr->row0 + j) * D, (double)s->N, s->alpha, sx2, sa2,
+                             pr->rng)) {
+            pr->status = PYMF_ENUMERIC;
+            pr->bad_row = s->row_offset + pr->row0 + j;
+            return;
+        }
+    }
+}
+
+/* Hybrid, first stage: L sub-iterations over the process's rows given pi and A. */
+static void instantiated_sweeps(pymf_ibp *s, process *pr)
+{
+    const double sx2 = s->sigma_x * s->sigma_x;
+    for (int l = 0; l < s->config.sub_iterations; ++l)
+        for (int64_t j = 0; j < pr->n_rows; ++j) {
+            residual(s, pr->row0 + j, pr->e);
+            flip_instantiated(s, pr, pr->row0 + j, pr->e, sx2);
+        }
+}
+
+/* Hybrid, second stage (the processes with a tail): L sub-iterations of the collapsed tail
+ * (the features no other process uses, and new ones), with the other instantiated features
+ * updated given A under the tail's predictive. */
+static void tail_sweeps(pymf_ibp *s, process *pr)
 {
     const int D = s->D;
     const double sx2 = s->sigma_x * s->sigma_x, sa2 = s->sigma_a * s->sigma_a, r = sx2 / sa2;
-    const int L = s->config.collapsed ? 1 : s->config.sub_iterations;
     block *b = &pr->tail;
-    if (s->config.collapsed)  /* every row's data, held-out cells as last imputed */
-        memcpy(b->Y, s->Y + pr->row0 * D, sizeof(double) * (size_t)pr->n_rows * D);
-    for (int l = 0; l < L; ++l) {
-        if (pr->has_tail && !block_refresh(b, r)) {
+    for (int l = 0; l < s->config.sub_iterations; ++l) {
+        if (!block_refresh(b, r)) {
             pr->status = PYMF_ENUMERIC;
             return;
         }
         for (int64_t j = 0; j < pr->n_rows; ++j) {
             const int64_t i = pr->row0 + j;
-            const double *y = s->Y + i * D;
             double *e = pr->e;
-            memcpy(e, y, sizeof(double) * (size_t)D);
-            if (!s->config.collapsed)
-                for (int k = 0; k < s->K; ++k)
-                    if (s->Z[i * s->cap + k] != 0.0)
-                        pymf_axpy(D, -1.0, s->A + (int64_t)k * D, e);
-            if (!pr->has_tail) {
-                flip_instantiated(s, pr, i, e, sx2);
-                continue;
-            }
+            residual(s, i, e);
             if (!block_row(b, j, -1)) {
                 pr->status = PYMF_ENUMERIC;
                 pr->bad_row = s->row_offset + i;
                 return;
             }
-            if (!s->config.collapsed) {
-                block_mean(b, b->Z + j * b->cap, b->mu);
-                const double v = block_quad(b, b->Z + j * b->cap);
-                for (int d = 0; d < D; ++d)
-                    e[d] -= b->mu[d];
-                flip_instantiated(s, pr, i, e, sx2 * (1.0 + v));
-                for (int d = 0; d < D; ++d)
-                    e[d] += b->mu[d];
-            }
+            block_mean(b, b->Z + j * b->cap, b->mu);
+            const double v = block_quad(b, b->Z + j * b->cap);
+            for (int d = 0; d < D; ++d)
+                e[d] -= b->mu[d];
+            flip_instantiated(s, pr, i, e, sx2 * (1.0 + v));
+            for (int d = 0; d < D; ++d)
+                e[d] += b->mu[d];
             if (!block_gibbs_row(b, j, e, (double)s->N, s->alpha, sx2, sa2, pr->rng)) {
                 pr->status = PYMF_ENUMERIC;
                 pr->bad_row = s->row_offset + i;
@@ -881,15 +854,9 @@ static void process_sweeps(pymf_ibp *s, process *pr)
     }
 }
 
-pymf_status pymf_ibp_local_sweeps(pymf_ibp *s, pymf_error *err)
+static pymf_status process_status(pymf_ibp *s, pymf_error *err)
 {
-    if (!s->begun)
-        return pymf_fail(err, PYMF_EINVAL, "local_sweeps before begin");
-    const int n_local = s->config.n_local;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(s->config.n_threads > 0 ? s->config.n_threads : pymf_default_threads())
-    for (int q = 0; q < n_local; ++q)
-        process_sweeps(s, &s->procs[q]);
-    for (int q = 0; q < n_local; ++q)
+    for (int q = 0; q < s->config.n_local; ++q)
         if (s->procs[q].status != PYMF_OK) {
             err->iteration = s->t + 1;
             return pymf_fail(err, s->procs[q].status, "iteration %lld: the collapsed update of "
@@ -899,15 +866,117 @@ pymf_status pymf_ibp_local_sweeps(pymf_ibp *s, pymf_error *err)
     return PYMF_OK;
 }
 
+static int n_threads(const pymf_ibp *s)
+{
+    return s->config.n_threads > 0 ? s->config.n_threads : pymf_default_threads();
+}
+
+pymf_status pymf_ibp_local_sweeps(pymf_ibp *s, pymf_error *err)
+{
+    if (!s->begun)
+        return pymf_fail(err, PYMF_EINVAL, "local_sweeps before begin");
+    const int n_local = s->config.n_local;
+    if (s->config.collapsed) {
+        collapsed_sweep(s, &s->procs[0]);
+        return process_status(s, err);
+    }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads(s))
+    for (int q = 0; q < n_local; ++q)
+        instantiated_sweeps(s, &s->procs[q]);
+    return PYMF_OK;
+}
+
+void pymf_ibp_local_counts(const pymf_ibp *s, double *counts_local)
+{
+    const int K = s->config.collapsed ? 0 : s->K;
+    for (int q = 0; q < s->config.n_local; ++q) {
+        const process *pr = &s->procs[q];
+        double *c = counts_local + (int64_t)q * K;
+        for (int k = 0; k < K; ++k)
+            c[k] = 0.0;
+        for (int64_t i = pr->row0; i < pr->row0 + pr->n_rows; ++i)
+            for (int k = 0; k < K; ++k)
+                c[k] += s->Z[i * s->cap + k];
+    }
+}
+
+pymf_status pymf_ibp_tail_sweeps(pymf_ibp *s, const double *counts_all, pymf_error *err)
+{
+    if (!s->begun)
+        return pymf_fail(err, PYMF_EINVAL, "tail_sweeps before begin");
+    if (s->config.collapsed)
+        return PYMF_OK;
+    const int P = s->config.n_processes, K = s->K, D = s->D;
+    /* A feature that no other process uses joins the tail of the process that owns it: its
+     * A_k and pi_k are integrated out until the master draws them again. Collapsed updates
+     * dissolve a feature fitted to its few owners' noise, which updates given A_k almost
+     * never do (the over-splitting of the paper's own code). The set depends only on the
+     * other processes' rows, which this stage does not change, so the stage is a Gibbs
+     * step of the posterior with A_T and pi_T integrated out. */
+    for (int k = 0; k < K; ++k) {
+        double total = 0.0;
+        for (int p = 0; p < P; ++p) {
+            s->owner[(int64_t)p * s->cap + k] = counts_all[(int64_t)p * K + k];
+            total += counts_all[(int64_t)p * K + k];
+        }
+        s->m_global[k] = total;
+        s->in_tail[k] = -1;
+        if (total < 0.5) {
+            /* empty: part of the collapsed tail (where new features come from), so frozen
+             * here and dropped by the master; updating it given its pi_k and A_k would make
+             * which features are collapsed depend on rows this stage changes */
+            s->in_tail[k] = P;
+            continue;
+        }
+        for (int p = 0; p < P; ++p) {
+            const int active = p == s->active || s->t + 1 <= s->config.warm_start;
+            if (active && total > 0.5 && counts_all[(int64_t)p * K + k] == total)
+                s->in_tail[k] = p;
+        }
+    }
+    for (int q = 0; q < s->config.n_local; ++q) {
+        process *pr = &s->procs[q];
+        if (!pr->has_tail)
+            continue;
+        block *b = &pr->tail;
+        int n_moved = 0;
+        for (int k = 0; k < K; ++k)
+            n_moved += s->in_tail[k] == pr->index;
+        if (!block_reserve(b, n_moved))
+            return pymf_fail(err, PYMF_ENOMEM, "out of memory");
+        memset(b->Z, 0, sizeof(double) * (size_t)(pr->n_rows > 0 ? pr->n_rows : 1) * b->cap);
+        b->K = 0;
+        for (int k = 0; k < K; ++k) {
+            if (s->in_tail[k] != pr->index)
+                continue;
+            for (int64_t j = 0; j < pr->n_rows; ++j) {
+                double *z = s->Z + (pr->row0 + j) * s->cap;
+                b->Z[j * b->cap + b->K] = z[k];
+                z[k] = 0.0;
+            }
+            ++b->K;
+        }
+        /* the tail's data: the residuals of the instantiated features left */
+        for (int64_t j = 0; j < pr->n_rows; ++j)
+            residual(s, pr->row0 + j, b->Y + j * D);
+    }
+    const int n_local = s->config.n_local;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads(s))
+    for (int q = 0; q < n_local; ++q)
+        if (s->procs[q].has_tail)
+            tail_sweeps(s, &s->procs[q]);
+    return process_status(s, err);
+}
+
 void pymf_ibp_new_features(const pymf_ibp *s, int *counts_local)
 {
     for (int q = 0; q < s->config.n_local; ++q)
         counts_local[q] = (s->config.collapsed || !s->procs[q].has_tail) ? 0 : s->procs[q].tail.K;
 }
 
-int64_t pymf_ibp_stats_size(int K, int D, int P)
+int64_t pymf_ibp_stats_size(int K, int D)
 {
-    return (int64_t)K + (int64_t)K * K + (int64_t)K * D + (int64_t)P * K + 1;
+    return (int64_t)K + (int64_t)K * K + (int64_t)K * D + 1;
 }
 
 /* The features of one row of process pr, as the global column indices of its ones. */
@@ -940,7 +1009,7 @@ pymf_status pymf_ibp_local_stats(pymf_ibp *s, const int *new_features_all, doubl
     }
     if (s->config.collapsed)
         Kt = s->procs[0].tail.K;
-    const int64_t size = pymf_ibp_stats_size(Kt, D, P);
+    const int64_t size = pymf_ibp_stats_size(Kt, D);
     int *ones = malloc(sizeof(int) * (size_t)(Kt > 0 ? Kt : 1));
     if (ones == NULL) {
         if (offsets != offset_p)
@@ -951,7 +1020,6 @@ pymf_status pymf_ibp_local_stats(pymf_ibp *s, const int *new_features_all, doubl
         const process *pr = &s->procs[q];
         double *buf = stats_local + q * size;
         double *m = buf, *ZtZ = buf + Kt, *ZtY = ZtZ + (int64_t)Kt * Kt;
-        double *own = ZtY + (int64_t)Kt * D + (int64_t)pr->index * Kt;
         memset(buf, 0, sizeof(double) * (size_t)size);
         const int offset = s->config.collapsed ? 0 : offsets[pr->index];
         for (int64_t j = 0; j < pr->n_rows; ++j) {
@@ -960,7 +1028,6 @@ pymf_status pymf_ibp_local_stats(pymf_ibp *s, const int *new_features_all, doubl
             const int n = row_ones(s, pr, j, offset, ones);
             for (int u = 0; u < n; ++u) {
                 m[ones[u]] += 1.0;
-                own[ones[u]] += 1.0;
                 for (int v = 0; v < n; ++v)
                     ZtZ[(int64_t)ones[u] * Kt + ones[v]] += 1.0;
                 pymf_axpy(D, 1.0, y, ZtY + (int64_t)ones[u] * D);
@@ -991,9 +1058,8 @@ pymf_status pymf_ibp_master(pymf_ibp *s, const double *stats, pymf_error *err)
         Kt += s->new_counts[p];
     if (s->config.collapsed)
         Kt = s->procs[0].tail.K;
-    const int64_t size = pymf_ibp_stats_size(Kt, D, P);
+    const int64_t size = pymf_ibp_stats_size(Kt, D);
     const double *m = stats, *ZtZ = stats + Kt, *ZtY = ZtZ + (int64_t)Kt * Kt;
-    const double *own = ZtY + (int64_t)Kt * D;
     const double yy = stats[size - 1];
     int *keep = malloc(sizeof(int) * (size_t)(Kt > 0 ? Kt : 1));
     const int k1 = Kt > 0 ? Kt : 1;
@@ -1119,11 +1185,6 @@ pymf_status pymf_ibp_master(pymf_ibp *s, const double *stats, pymf_error *err)
             free(offs);
         s->K = K;
         memcpy(s->pi, pi, sizeof(double) * (size_t)K);
-        for (int a = 0; a < K; ++a) {
-            s->m_global[a] = m[keep[a]];
-            for (int p = 0; p < P; ++p)
-                s->owner[(int64_t)p * s->cap + a] = own[(int64_t)p * Kt + keep[a]];
-        }
     }
     memcpy(s->A, A, sizeof(double) * (size_t)K * D);
     for (int a = 0; a < K; ++a)
@@ -1159,13 +1220,23 @@ pymf_status pymf_ibp_run(pymf_ibp *s, int64_t n_iterations, pymf_error *err)
             st = pymf_ibp_local_sweeps(s, err);
         if (st != PYMF_OK)
             return st;
+        if (!s->config.collapsed) {
+            double *counts = malloc(sizeof(double) * (size_t)P * (s->K > 0 ? s->K : 1));
+            if (counts == NULL)
+                return pymf_fail(err, PYMF_ENOMEM, "out of memory");
+            pymf_ibp_local_counts(s, counts);
+            st = pymf_ibp_tail_sweeps(s, counts, err);
+            free(counts);
+            if (st != PYMF_OK)
+                return st;
+        }
         pymf_ibp_new_features(s, s->new_counts);
         int Kt = s->K;
         for (int p = 0; p < P; ++p)
             Kt += s->new_counts[p];
         if (s->config.collapsed)
             Kt = s->procs[0].tail.K;
-        const int64_t size = pymf_ibp_stats_size(Kt, s->D, P);
+        const int64_t size = pymf_ibp_stats_size(Kt, s->D);
         if ((int64_t)(P + 1) * size > s->stats_cap) {
             free(s->stats);
             s->stats_cap = 2 * (int64_t)(P + 1) * size;

@@ -41,8 +41,10 @@ cdef extern from "pymf/ibp.h" nogil:
     int pymf_ibp_active_process(const pymf_ibp *s)
     pymf_status pymf_ibp_begin(pymf_ibp *s, pymf_error *err)
     pymf_status pymf_ibp_local_sweeps(pymf_ibp *s, pymf_error *err)
+    void pymf_ibp_local_counts(const pymf_ibp *s, double *counts_local)
+    pymf_status pymf_ibp_tail_sweeps(pymf_ibp *s, const double *counts_all, pymf_error *err)
     void pymf_ibp_new_features(const pymf_ibp *s, int *counts_local)
-    int64_t pymf_ibp_stats_size(int K, int D, int P)
+    int64_t pymf_ibp_stats_size(int K, int D)
     pymf_status pymf_ibp_local_stats(pymf_ibp *s, const int *new_features_all,
                                      double *stats_local, pymf_error *err)
     pymf_status pymf_ibp_master(pymf_ibp *s, const double *stats_summed, pymf_error *err)

@@ -150,6 +150,30 @@ cdef class Chain:
             pymf_ibp_local_sweeps(self.s, &err)
         check(&err)
 
+    def local_counts(self):
+        """(n_local, K+): every local process's feature counts after local_sweeps."""
+        K = pymf_ibp_n_features(self.s)
+        out = np.zeros((self.n_local, K))
+        cdef double[::1] o = out.reshape(-1)
+        cdef double dummy[1]
+        pymf_ibp_local_counts(self.s, &o[0] if out.size else dummy)
+        return out
+
+    def tail_sweeps(self, counts_all):
+        """The tail stage given every process's counts (P, K+), in process order."""
+        c = _float64(counts_all)
+        K = pymf_ibp_n_features(self.s)
+        if c.shape != (self.n_processes, K):
+            raise ValueError(f"counts_all must be {self.n_processes} x {K}")
+        cdef const double[::1] v = c.reshape(-1)
+        cdef double dummy[1]
+        cdef const double *p = &v[0] if c.size else dummy
+        cdef pymf_error err
+        pymf_error_clear(&err)
+        with nogil:
+            pymf_ibp_tail_sweeps(self.s, p, &err)
+        check(&err)
+
     def new_features(self):
         counts = np.zeros(self.n_local, dtype=np.intc)
         cdef int[::1] c = counts
@@ -161,7 +185,7 @@ cdef class Chain:
         counts = np.ascontiguousarray(new_features_all, dtype=np.intc)
         if counts.shape != (self.n_processes,):
             raise ValueError("one new-feature count per process")
-        size = pymf_ibp_stats_size(K_total, self.D, self.n_processes)
+        size = pymf_ibp_stats_size(K_total, self.D)
         out = np.zeros((self.n_local, size))
         cdef const int[::1] c = counts
         cdef double[:, ::1] o = out
@@ -191,8 +215,8 @@ cdef class Chain:
         return M[:K, :K].copy(), logdet
 
 
-def stats_size(int K, int D, int P):
-    return pymf_ibp_stats_size(K, D, P)
+def stats_size(int K, int D):
+    return pymf_ibp_stats_size(K, D)
 
 
 def rank_one(M, z, int sign, double logdet_inv):

@@ -129,8 +129,9 @@ class IBPKernel(Kernel):
             heldout = float(np.sum(gauss_logpdf(self.test_values, mean, sigma_x)))
             point["heldout_loglik"] = heldout + lof_log_prior(Z, alpha)
             density = run.test_mean()
-            point["predictive_loglik"] = (math.nan if density is None
-                                          else float(np.sum(np.log(density))))
+            with np.errstate(divide="ignore"):  # a density of 0 is a log density of -inf
+                point["predictive_loglik"] = (math.nan if density is None
+                                              else float(np.sum(np.log(density))))
         return point
 
     # ---- checkpoints ----

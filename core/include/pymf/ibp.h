@@ -39,14 +39,19 @@
  * Hybrid (paper Algorithm 1). Rows are split into P contiguous pieces ("processes";
  * process p owns rows [N p / P, N (p + 1) / P)). One iteration:
  *   - p' ~ Uniform{0..P-1} from the master stream (one process, never several);
- *   - features whose owners all lie in p' rows join p' tail (their A_k, pi_k integrated
- *     out; see pymf_ibp_begin): collapsed updates dissolve a feature fitted to its few
- *     owners' noise, which updates given A_k almost never do (the over-splitting the
- *     paper's authors' code shows);
  *   - L sub-iterations: every process updates z_nk, k < K+, on its rows given pi_k and A
- *     (uncollapsed); process p' also keeps a collapsed tail of new features on its rows
- *     (prior (m_k - z_nk) / N, m_k counted on p' rows, which are the only ones that own
- *     them), with A+ fixed, and proposes new features by MH as above;
+ *     (uncollapsed);
+ *   - then L sub-iterations of p' alone: its tail holds the features that no other process
+ *     uses after the first stage (their A_k, pi_k integrated out) and new ones, collapsed
+ *     (prior (m_k - z_nk) / N, m_k counted on p' rows, the only ones that own them), with
+ *     the other features' A fixed, and it proposes new features by MH as above. Collapsed
+ *     updates dissolve a feature fitted to its few owners' noise, which updates given A_k
+ *     almost never do (the over-splitting of the authors' code). The tail is chosen after
+ *     the first stage, from rows the second stage does not change: deciding it at the
+ *     start instead, while the other processes update, would freeze their z_nk of those
+ *     features at 0 depending on the state, which biases the chain (the enumeration test
+ *     caught it). The other processes wait during the second stage, as they wait for p'
+ *     in the paper's algorithm, whose p' does both in each sub-iteration;
  *   - the sufficient statistics of every process (m, Z'Z, Z'Y, sum of y^2 over the K+ +
  *     K* features) are summed in process order; the master merges the new features, drops
  *     empty ones, draws A | Z, Y, pi_k ~ Beta(m_k, 1 + N - m_k), sigma_X^2, sigma_A^2 and
@@ -115,16 +120,19 @@ void pymf_ibp_get_state(const pymf_ibp *s, double *Z, double *A, double *pi, dou
 pymf_status pymf_ibp_run(pymf_ibp *s, int64_t n_iterations, pymf_error *err);
 
 /* The steps of one iteration, for a job whose processes live in several address spaces:
- *   begin -> local_sweeps -> (exchange new_features of every process)
+ *   begin -> local_sweeps -> local_counts -> (gather every process's counts, P x K+)
+ *   -> tail_sweeps(all counts) -> new_features -> (gather every process's count)
  *   -> local_stats(new_features of all P) -> (sum every process's buffer in process order)
  *   -> master(summed)
- * stats_size(K, D, P) doubles per process, K = K+ plus every process's new features
- * (m, Z'Z, Z'Y, the counts by process, sum of y^2). */
+ * stats_size(K, D) doubles per process, K = K+ plus every process's new features
+ * (m, Z'Z, Z'Y, sum of y^2). */
 int pymf_ibp_active_process(const pymf_ibp *s);  /* p' of the iteration begun */
 pymf_status pymf_ibp_begin(pymf_ibp *s, pymf_error *err);
 pymf_status pymf_ibp_local_sweeps(pymf_ibp *s, pymf_error *err);
+void pymf_ibp_local_counts(const pymf_ibp *s, double *counts_local);  /* n_local x K+ */
+pymf_status pymf_ibp_tail_sweeps(pymf_ibp *s, const double *counts_all, pymf_error *err);
 void pymf_ibp_new_features(const pymf_ibp *s, int *counts_local);
-int64_t pymf_ibp_stats_size(int K, int D, int P);
+int64_t pymf_ibp_stats_size(int K, int D);
 pymf_status pymf_ibp_local_stats(pymf_ibp *s, const int *new_features_all, double *stats_local,
                                  pymf_error *err);
 pymf_status pymf_ibp_master(pymf_ibp *s, const double *stats_summed, pymf_error *err);
