@@ -748,13 +748,18 @@ pymf_status pymf_ibp_begin(pymf_ibp *s, pymf_error *err)
 }
 
 /* The instantiated features of row i given pi and A; e = y - z A - (tail mean) on entry and
- * exit; var: the predictive variance of one cell. */
-static void flip_instantiated(pymf_ibp *s, process *pr, int64_t i, double *e, double var)
+ * exit; var: the predictive variance of one cell. counts (or NULL): the feature counts of
+ * the process's rows; then only the features another row of the process owns are updated
+ * (see instantiated_sweeps). */
+static void flip_instantiated(pymf_ibp *s, process *pr, int64_t i, double *e, double var,
+                              double *counts)
 {
     const int D = s->D;
     double *z = s->Z + i * s->cap;
     for (int k = 0; k < s->K; ++k) {
         if (s->in_tail[k] >= 0)
+            continue;
+        if (counts != NULL && counts[k] - z[k] < 0.5)
             continue;
         const double *Ak = s->A + (int64_t)k * D;
         const double dot = pymf_dot_sequential(e, Ak, D);
@@ -768,6 +773,8 @@ static void flip_instantiated(pymf_ibp *s, process *pr, int64_t i, double *e, do
         if (want != on) {
             z[k] = want ? 1.0 : 0.0;
             pymf_axpy(D, want ? -1.0 : 1.0, Ak, e);
+            if (counts != NULL)
+                counts[k] += want ? 1.0 : -1.0;
         }
     }
 }
@@ -805,15 +812,32 @@ static void collapsed_sweep(pymf_ibp *s, process *pr)
     }
 }
 
-/* Hybrid, first stage: L sub-iterations over the process's rows given pi and A. */
+/* Hybrid, first stage: L sub-iterations over the process's rows given pi and A. Row n
+ * updates z_nk only where another row of its own process owns feature k. Which features
+ * those are depends only on the rows this update leaves alone (so it is a Gibbs step
+ * whatever the other processes do meanwhile), and no feature can lose its last owner here:
+ * features are born and die only in p' collapsed tail, where births and deaths balance.
+ * Letting every row drop its own features given pi_k (the paper's step) while only p'
+ * rows can gain new ones under-weights small features (the enumeration test measures it). */
 static void instantiated_sweeps(pymf_ibp *s, process *pr)
 {
     const double sx2 = s->sigma_x * s->sigma_x;
+    double *counts = malloc(sizeof(double) * (size_t)(s->K > 0 ? s->K : 1));
+    if (counts == NULL) {
+        pr->status = PYMF_ENOMEM;
+        return;
+    }
+    for (int k = 0; k < s->K; ++k)
+        counts[k] = 0.0;
+    for (int64_t i = pr->row0; i < pr->row0 + pr->n_rows; ++i)
+        for (int k = 0; k < s->K; ++k)
+            counts[k] += s->Z[i * s->cap + k];
     for (int l = 0; l < s->config.sub_iterations; ++l)
         for (int64_t j = 0; j < pr->n_rows; ++j) {
             residual(s, pr->row0 + j, pr->e);
-            flip_instantiated(s, pr, pr->row0 + j, pr->e, sx2);
+            flip_instantiated(s, pr, pr->row0 + j, pr->e, sx2, counts);
         }
+    free(counts);
 }
 
 /* Hybrid, second stage (the processes with a tail): L sub-iterations of the collapsed tail
@@ -842,7 +866,7 @@ static void tail_sweeps(pymf_ibp *s, process *pr)
             const double v = block_quad(b, b->Z + j * b->cap);
             for (int d = 0; d < D; ++d)
                 e[d] -= b->mu[d];
-            flip_instantiated(s, pr, i, e, sx2 * (1.0 + v));
+            flip_instantiated(s, pr, i, e, sx2 * (1.0 + v), NULL);
             for (int d = 0; d < D; ++d)
                 e[d] += b->mu[d];
             if (!block_gibbs_row(b, j, e, (double)s->N, s->alpha, sx2, sa2, pr->rng)) {
@@ -883,6 +907,9 @@ pymf_status pymf_ibp_local_sweeps(pymf_ibp *s, pymf_error *err)
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads(s))
     for (int q = 0; q < n_local; ++q)
         instantiated_sweeps(s, &s->procs[q]);
+    for (int q = 0; q < n_local; ++q)
+        if (s->procs[q].status == PYMF_ENOMEM)
+            return pymf_fail(err, PYMF_ENOMEM, "out of memory");
     return PYMF_OK;
 }
 
