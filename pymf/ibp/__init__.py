@@ -12,7 +12,9 @@ Zhang, Dubey & Williamson, on OpenMP threads or MPI ranks (pymf.ibp.mpi).
 The maths (rank-one updates, singletons, the hybrid's tail and master step, the
 hyper-priors, held-out cells as latent variables) is in core/include/pymf/ibp.h.
 """
-from pymf.engine.registry import register, register_result
+from pymf.engine.registry import register, register_command, register_launcher, register_result
+from pymf.ibp import cli as _cli
+from pymf.ibp import mpi as _mpi
 from pymf.ibp.data import cambridge_features, checkerboard_mask, make_cambridge
 from pymf.ibp.models import IBPLinearGaussian
 from pymf.ibp.result import IBPResult
@@ -24,3 +26,6 @@ __all__ = ["IBPLinearGaussian", "CollapsedIBP", "HybridIBP", "IBPResult", "make_
 
 register("sample", IBPLinearGaussian, (CollapsedIBP, HybridIBP), sample_ibp)
 register_result(IBPResult)
+register("mpi", IBPLinearGaussian, HybridIBP, _mpi.sample)
+register_launcher("ibp", lambda argv: _mpi.main(argv[1:]))
+register_command("ibp", _cli.IBP_HELP, _cli.ibp_arguments, _cli.cmd_ibp)

@@ -115,23 +115,35 @@ def sample_ibp(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, tes
     N x D matrix `data`; returns an IBPResult.
 
     test_mask: a boolean N x D array, True at the held-out cells (their values in data are
-    never read by the sampler and may be NaN); traced as heldout_loglik and
-    predictive_loglik. Units are iterations; burnin, thin, seed, trace_every, keep_samples,
-    checkpoint, checkpoint_every, progress and callback as in pymf.sample.
+    never read by the sampler; they are only compared with its predictions, so NaN there
+    gives NaN held-out measures); traced as heldout_loglik and predictive_loglik. Units
+    are iterations; burnin, thin, seed, trace_every, keep_samples, checkpoint,
+    checkpoint_every, progress and callback as in pymf.sample.
     """
+    return run_ibp(model, data, sampler, n_samples, burnin, thin, seed, test_mask, trace_every,
+                   keep_samples, checkpoint, checkpoint_every, progress, callback)
+
+
+def run_ibp(model, data, sampler, n_samples, burnin, thin, seed, test_mask, trace_every,
+            keep_samples, checkpoint, checkpoint_every, progress, callback, comm=None):
+    """sample_ibp on threads (comm None) or as one rank of an MPI job (pymf.ibp.mpi)."""
     n_samples, burnin, thin = check_run_length(n_samples, burnin, thin)
     processes = 1 if isinstance(sampler, CollapsedIBP) else sampler.processes
-    X_raw = np.asarray(data, dtype=np.float64) if not isinstance(data, np.ndarray) else data
-    X, test_mask = check_data(X_raw, test_mask, processes)
+    X_eval = np.array(data, dtype=np.float64)  # with the held-out values, for the trace
+    X, test_mask = check_data(X_eval, test_mask, processes)
     train = np.ones(X.shape, dtype=bool) if test_mask is None else ~test_mask
     seed = resolve_seed(seed)
     chain_seed, init_rng = seeds(seed)
     settings = chain_settings(model, sampler)
-    chain = make_chain(model, X, train, settings, chain_seed)
     Z, A, pi, hyper = initial_state(model, X, train, init_rng, settings["collapsed"])
+    if comm is None:
+        chain = make_chain(model, X, train, settings, chain_seed)
+        kernel = IBPKernel(chain, X_eval, test_mask)
+    else:
+        from pymf.ibp.mpi import RankKernel
+        kernel = RankKernel(comm, model, X, train, settings, chain_seed, X_eval, test_mask)
+        chain = kernel.chain
     chain.set_state(Z, A, pi, hyper)
-    X_eval = np.array(X_raw, dtype=np.float64)  # with the held-out values, for the trace
-    kernel = IBPKernel(chain, X_eval, test_mask)
     plan = driver.Plan(n_samples, burnin, thin, trace_every, checkpoint_every=checkpoint_every,
                        trace_at_start=True)
     params = run_params(model, sampler, seed, X, test_mask)
@@ -140,8 +152,9 @@ def sample_ibp(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, tes
         return IBPResult.from_record(record, params, kernel.kept_Z, kernel.kept_A, X.shape,
                                      kernel.last_finite_state())
 
+    write_files = comm is None or comm.Get_rank() == 0
     return driver.run(kernel, plan, seed=seed, keep_draws=keep_samples,
                       test_values=kernel.test_values, checkpoint=checkpoint,
                       fingerprint=fingerprint(model, sampler, X_eval, test_mask),
                       progress=progress, callback=callback, make_result=make_result,
-                      desc=sampler.kind)
+                      desc=sampler.kind, write_files=write_files)
