@@ -6,6 +6,7 @@ Statistical tests compare frequencies or means with Monte-Carlo standard errors 
 batch means and alarm at |z| > 4 (two-sided 6e-5 per quantity; at most ~20 quantities per
 test, so a false alarm rate below 2e-3 per test). Seeds were chosen once, never re-picked.
 """
+import json
 import math
 
 import numpy as np
@@ -304,3 +305,14 @@ def test_bad_input_is_refused_with_clear_errors():
         pymf.HybridIBP(sub_iterations=0)
     with pytest.raises(TypeError, match="cannot sample"):
         pymf.sample(model, X, pymf.SGLD(), n_samples=2, seed=0)
+
+
+def test_command_line_writes_result_summary_and_features(tmp_path, capsys):
+    from pymf.cli import main
+    out = tmp_path / "run"
+    assert main(["ibp", "--n", "40", "--samples", "6", "--burnin", "2", "--processes", "2",
+                 "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["iterations"] == 8 and summary["final_K"] >= 0
+    assert pymf.load(out / "result.npz").n_kept == 6
+    assert (out / "features.png").exists()
