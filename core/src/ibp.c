@@ -890,9 +890,12 @@ static pymf_status process_status(pymf_ibp *s, pymf_error *err)
     return PYMF_OK;
 }
 
-static int n_threads(const pymf_ibp *s)
+/* Threads for `work` processes of work: never more threads than processes (an idle
+ * OpenMP thread only costs its wake-up and barrier). */
+static int n_threads(const pymf_ibp *s, int work)
 {
-    return s->config.n_threads > 0 ? s->config.n_threads : pymf_default_threads();
+    const int threads = s->config.n_threads > 0 ? s->config.n_threads : pymf_default_threads();
+    return threads < work ? threads : (work > 0 ? work : 1);
 }
 
 pymf_status pymf_ibp_local_sweeps(pymf_ibp *s, pymf_error *err)
@@ -904,7 +907,8 @@ pymf_status pymf_ibp_local_sweeps(pymf_ibp *s, pymf_error *err)
         collapsed_sweep(s, &s->procs[0]);
         return process_status(s, err);
     }
-#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads(s))
+    const int threads = n_threads(s, n_local);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
     for (int q = 0; q < n_local; ++q)
         instantiated_sweeps(s, &s->procs[q]);
     for (int q = 0; q < n_local; ++q)
@@ -988,7 +992,11 @@ pymf_status pymf_ibp_tail_sweeps(pymf_ibp *s, const double *counts_all, pymf_err
             residual(s, pr->row0 + j, b->Y + j * D);
     }
     const int n_local = s->config.n_local;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads(s))
+    int n_tails = 0;
+    for (int q = 0; q < n_local; ++q)
+        n_tails += s->procs[q].has_tail;
+    const int threads = n_threads(s, n_tails);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
     for (int q = 0; q < n_local; ++q)
         if (s->procs[q].has_tail)
             tail_sweeps(s, &s->procs[q]);
