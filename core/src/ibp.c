@@ -49,8 +49,6 @@ struct pymf_ibp {
     int64_t n_missing;
     int K, cap;             /* instantiated features (hybrid) */
     double *Z, *A, *pi, *A_norm2;
-    double *m_global;       /* cap: feature counts after the uncollapsed sub-iterations */
-    double *owner;          /* P x cap: the same counts by process */
     int *in_tail;           /* cap: the process whose tail holds feature k in the tail
                                stage (its owners all lie there), P if it is empty (part of
                                every tail), else -1 */
@@ -473,7 +471,7 @@ void pymf_ibp_destroy(pymf_ibp *s)
     if (s->master != NULL)
         gsl_rng_free(s->master);
     free(s->Y); free(s->missing); free(s->Z); free(s->A); free(s->pi); free(s->A_norm2);
-    free(s->m_global); free(s->owner); free(s->in_tail);
+    free(s->in_tail);
     free(s->new_counts); free(s->stats);
     free(s);
 }
@@ -491,22 +489,13 @@ static int reserve_features(pymf_ibp *s, int need)
     double *A = calloc((size_t)cap * s->D, sizeof(double));
     double *pi = calloc((size_t)cap, sizeof(double));
     double *A2 = calloc((size_t)cap, sizeof(double));
-    const int P = s->config.n_processes;
-    double *mg = calloc((size_t)cap, sizeof(double));
-    double *owner = calloc((size_t)P * cap, sizeof(double));
     int *in_tail = calloc((size_t)cap, sizeof(int));
-    if (!(Z && A && pi && A2 && mg && owner && in_tail)) {
-        free(Z); free(A); free(pi); free(A2); free(mg); free(owner); free(in_tail);
+    if (!(Z && A && pi && A2 && in_tail)) {
+        free(Z); free(A); free(pi); free(A2); free(in_tail);
         return 0;
     }
-    if (s->owner != NULL)
-        for (int p = 0; p < P; ++p)
-            memcpy(owner + (int64_t)p * cap, s->owner + (int64_t)p * s->cap,
-                   sizeof(double) * (size_t)s->K);
-    if (s->m_global != NULL)
-        memcpy(mg, s->m_global, sizeof(double) * (size_t)s->K);
-    free(s->m_global); free(s->owner); free(s->in_tail);
-    s->m_global = mg; s->owner = owner; s->in_tail = in_tail;
+    free(s->in_tail);
+    s->in_tail = in_tail;
     for (int64_t i = 0; i < s->n_rows; ++i)
         memcpy(Z + i * cap, s->Z + i * s->cap, sizeof(double) * (size_t)s->K);
     memcpy(A, s->A, sizeof(double) * (size_t)s->K * s->D);
@@ -947,10 +936,8 @@ pymf_status pymf_ibp_tail_sweeps(pymf_ibp *s, const double *counts_all, pymf_err
     for (int k = 0; k < K; ++k) {
         double total = 0.0;
         for (int p = 0; p < P; ++p) {
-            s->owner[(int64_t)p * s->cap + k] = counts_all[(int64_t)p * K + k];
             total += counts_all[(int64_t)p * K + k];
         }
-        s->m_global[k] = total;
         s->in_tail[k] = -1;
         if (total < 0.5) {
             /* empty: part of the collapsed tail (where new features come from), so frozen
