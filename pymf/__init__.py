@@ -23,6 +23,8 @@ from pymf.hamcmc import HAMCMC, SGRLD, LinearGaussian, LinearResult, Preconditio
 from pymf.langevin import DSGD, LD, SGD, SGLD
 from pymf.nmf import PSGLD, FitResult, Gibbs, SampleResult, TweedieNMF
 from pymf.sibm import SIBM, BatchVB, LogisticMF, SIBMResult
+from pymf import ibp  # noqa: E402, I001  (the IBP family registers itself)
+from pymf.ibp import CollapsedIBP, HybridIBP, IBPLinearGaussian, IBPResult
 
 __all__ = ["datasets", "Ratings", "DivergenceError", "TweedieNMF", "SampleResult", "Result",
            "load", "LD", "SGLD", "PSGLD", "ConstantStep", "PolynomialDecay", "sample", "SGD",
@@ -30,3 +32,4 @@ __all__ = ["datasets", "Ratings", "DivergenceError", "TweedieNMF", "SampleResult
            "BPMFResult", "BPMFFit", "LinearGaussian", "LinearResult", "HAMCMC",
            "PreconditionedSGLD", "SGRLD", "LogisticMF", "SIBM", "BatchVB", "SIBMResult",
            "__version__"]
+__all__ += ["IBPLinearGaussian", "CollapsedIBP", "HybridIBP", "IBPResult"]

@@ -133,3 +133,7 @@ def load_movielens(path):
     ratings = Ratings(rows, cols, table[:, 2], shape=(len(user_ids), len(item_ids)))
     ratings.user_ids, ratings.item_ids = user_ids, item_ids
     return ratings
+
+
+# the IBP family's images (pymf/ibp/data.py)
+from pymf.ibp.data import make_cambridge  # noqa: E402

@@ -3,6 +3,7 @@
     pymf.mpi.sample(model, data, sampler, n_samples, ...)    # on every rank
     mpiexec -n B python -m pymf.mpi psgld --data PATH ...     # the PSGLD ring (pymf.nmf.mpi)
     mpiexec -n W+1 python -m pymf.mpi dsgld --data PATH ...   # the DSGLD server (pymf.bpmf.mpi)
+    mpiexec -n P python -m pymf.mpi ibp --data cambridge ...  # the hybrid IBP sampler (pymf.ibp.mpi)
     python -m pymf.mpi write-shards --data PATH --blocks B --out 'DIR/shard{rank}.npz'
 
 pymf.mpi.sample takes pymf.sample's arguments; each family registers its MPI runner and its

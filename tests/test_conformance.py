@@ -34,6 +34,11 @@ def linear_data():
     return A, x
 
 
+def ibp_data():
+    X, _, _ = pymf.datasets.make_cambridge(n=30, seed=3)
+    return X
+
+
 # name -> (model, data, sampler factory(n_threads, step), step that diverges or None)
 CASES = {
     "nmf-ld": (lambda: pymf.TweedieNMF(2), nmf_data,
@@ -60,6 +65,12 @@ CASES = {
                      lambda n, s=1e-3: pymf.SGRLD(step_size=s, batch_size=10), 1e6),
     "linear-sgld": (pymf.LinearGaussian, linear_data,
                     lambda n, s=1e-3: pymf.SGLD(step_size=s, batch_size=10), 1e6),
+    # IBP: Gibbs-type samplers without a step; collapsed Gibbs is sequential (takes no
+    # thread option: run with 1 and 2 it is trivially the same chain)
+    "ibp-collapsed": (pymf.IBPLinearGaussian, ibp_data, lambda n, s=None: pymf.CollapsedIBP(),
+                      None),
+    "ibp-hybrid": (pymf.IBPLinearGaussian, ibp_data,
+                   lambda n, s=None: pymf.HybridIBP(processes=2, n_threads=n), None),
 }
 THREADED = {name for name in CASES if not name.startswith("linear-")}
 RUN = dict(n_samples=24, burnin=6, thin=3)

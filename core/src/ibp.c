@@ -1,0 +1,1289 @@
+/* IBP linear-Gaussian latent features: collapsed Gibbs and the hybrid parallel sampler.
+ * The maths and the order of the draws are in core/include/pymf/ibp.h. */
+#include "pymf/ibp.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+#include <gsl/gsl_sf_gamma.h>
+
+#include "pymf/linalg.h"
+#include "pymf/rng.h"
+
+enum { STREAM_PROCESS = 1, STREAM_MASTER = 2, STREAM_IMPUTE = 3 };
+
+static const double TWO_PI = 6.283185307179586;
+
+/* A collapsed block of features on n rows of data Y (see ibp.h): Z (n x cap), its counts,
+ * M = (Z'Z + rI)^-1 (cap x cap), S = Z'Y and Abar = M S (cap x D), log|Z'Z + rI|. */
+typedef struct {
+    int K, cap, D;
+    int64_t n;
+    double *Z, *Y, *m, *M, *S, *Abar;
+    double logdet;
+    double *Mz, *mu, *w;  /* scratch: cap, D, D */
+    int *single;          /* scratch: cap */
+} block;
+
+typedef struct {
+    int index;              /* p */
+    int64_t row0, n_rows;   /* this process's rows, as rows of the object */
+    gsl_rng *rng;
+    int has_tail;           /* collapsed block on its rows in this iteration */
+    block tail;             /* the tail (hybrid) or every feature (collapsed Gibbs) */
+    double *e;              /* scratch: D */
+    pymf_status status;
+    int64_t bad_row;
+} process;
+
+struct pymf_ibp {
+    pymf_ibp_prior prior;
+    pymf_ibp_config config;
+    int64_t N, row_offset, n_rows;
+    int D;
+    double *Y;              /* this object's rows x D: the data, held-out cells imputed */
+    int64_t *missing;       /* indices into Y of the held-out cells */
+    int64_t n_missing;
+    int K, cap;             /* instantiated features (hybrid) */
+    double *Z, *A, *pi, *A_norm2;
+    int *in_tail;           /* cap: the process whose tail holds feature k in the tail
+                               stage (its owners all lie there), P if it is empty (part of
+                               every tail), else -1 */
+    double sigma_x, sigma_a, alpha;
+    int64_t t;
+    int active;
+    int begun;
+    process *procs;
+    gsl_rng *master;
+    int *new_counts;        /* P */
+    double *stats;          /* n_local x stats_size of the current K */
+    int64_t stats_cap;
+};
+
+/* ---------- small dense linear algebra (K is tens at most) ---------- */
+
+/* Lower Cholesky factor of the symmetric positive definite K x K matrix P in place (the
+ * upper triangle is left alone); returns 0 if P is not positive definite. */
+static int cholesky(double *P, int K, int ld)
+{
+    for (int j = 0; j < K; ++j) {
+        double d = P[j * ld + j];
+        for (int k = 0; k < j; ++k)
+            d -= P[j * ld + k] * P[j * ld + k];
+        if (!(d > 0.0))
+            return 0;
+        d = sqrt(d);
+        P[j * ld + j] = d;
+        for (int i = j + 1; i < K; ++i) {
+            double v = P[i * ld + j];
+            for (int k = 0; k < j; ++k)
+                v -= P[i * ld + k] * P[j * ld + k];
+            P[i * ld + j] = v / d;
+        }
+    }
+    return 1;
+}
+
+/* Solve L x = b (forward) then L' x = x (back), b of n_rhs columns, row-major K x n_rhs. */
+static void cholesky_solve(const double *L, int K, int ld, double *b, int n_rhs)
+{
+    for (int c = 0; c < n_rhs; ++c) {
+        for (int i = 0; i < K; ++i) {
+            double v = b[i * n_rhs + c];
+            for (int k = 0; k < i; ++k)
+                v -= L[i * ld + k] * b[k * n_rhs + c];
+            b[i * n_rhs + c] = v / L[i * ld + i];
+        }
+        for (int i = K - 1; i >= 0; --i) {
+            double v = b[i * n_rhs + c];
+            for (int k = i + 1; k < K; ++k)
+                v -= L[k * ld + i] * b[k * n_rhs + c];
+            b[i * n_rhs + c] = v / L[i * ld + i];
+        }
+    }
+}
+
+/* out = (Z'Z + rI) of rows of Z (n x ldz, first K columns); only the ones are visited. */
+static void gram(const double *Z, int64_t n, int K, int ldz, double r, double *out, int ld)
+{
+    for (int a = 0; a < K; ++a)
+        for (int b = 0; b < K; ++b)
+            out[a * ld + b] = a == b ? r : 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        const double *z = Z + i * ldz;
+        for (int a = 0; a < K; ++a) {
+            if (z[a] == 0.0)
+                continue;
+            for (int b = 0; b < K; ++b)
+                out[a * ld + b] += z[b];
+        }
+    }
+}
+
+pymf_status pymf_ibp_rank_one(double *M, int K, const double *z, int sign, double *logdet_inv,
+                              pymf_error *err)
+{
+    double *Mz = malloc(sizeof(double) * (size_t)(K > 0 ? K : 1));
+    if (Mz == NULL)
+        return pymf_fail(err, PYMF_ENOMEM, "out of memory in a rank-one update");
+    double q = 0.0;
+    for (int a = 0; a < K; ++a) {
+        Mz[a] = pymf_dot_sequential(M + (int64_t)a * K, z, K);
+        q += z[a] * Mz[a];
+    }
+    const double denom = 1.0 + sign * q;
+    if (!(denom > 0.0)) {
+        free(Mz);
+        return pymf_fail(err, PYMF_ENUMERIC, "rank-one downdate of a singular matrix (1 - z'Mz = %g)",
+                         denom);
+    }
+    for (int a = 0; a < K; ++a)
+        pymf_axpy(K, -sign * Mz[a] / denom, Mz, M + (int64_t)a * K);
+    *logdet_inv += log(denom);
+    free(Mz);
+    return PYMF_OK;
+}
+
+pymf_status pymf_ibp_collapsed_loglik(const double *Z, const double *Y, int64_t N, int K, int D,
+                                      double sigma_x, double sigma_a, double *out, pymf_error *err)
+{
+    const double sx2 = sigma_x * sigma_x, r = sx2 / (sigma_a * sigma_a);
+    const int k1 = K > 0 ? K : 1;
+    double *P = malloc(sizeof(double) * (size_t)k1 * k1);
+    double *S = calloc((size_t)k1 * D, sizeof(double));
+    double *T = malloc(sizeof(double) * (size_t)k1 * D);
+    if (P == NULL || S == NULL || T == NULL) {
+        free(P); free(S); free(T);
+        return pymf_fail(err, PYMF_ENOMEM, "out of memory in the collapsed likelihood");
+    }
+    gram(Z, N, K, K, r, P, K);
+    double yy = 0.0;
+    for (int64_t i = 0; i < N; ++i) {
+        yy += pymf_dot_sequential(Y + i * D, Y + i * D, D);
+        for (int a = 0; a < K; ++a)
+            if (Z[i * K + a] != 0.0)
+                pymf_axpy(D, 1.0, Y + i * D, S + (int64_t)a * D);
+    }
+    if (!cholesky(P, K, K)) {
+        free(P); free(S); free(T);
+        return pymf_fail(err, PYMF_ENUMERIC, "Z'Z + rI is not positive definite");
+    }
+    double logdet = 0.0;
+    for (int a = 0; a < K; ++a)
+        logdet += 2.0 * log(P[a * K + a]);
+    memcpy(T, S, sizeof(double) * (size_t)K * D);
+    cholesky_solve(P, K, K, T, D);
+    double fit = 0.0;
+    for (int64_t e = 0; e < (int64_t)K * D; ++e)
+        fit += S[e] * T[e];
+    *out = -0.5 * (double)N * D * log(TWO_PI) - (double)(N - K) * D * log(sigma_x) -
+           (double)K * D * log(sigma_a) - 0.5 * D * logdet - (yy - fit) / (2.0 * sx2);
+    free(P); free(S); free(T);
+    return PYMF_OK;
+}
+
+/* ---------- the collapsed block ---------- */
+
+static void block_free(block *b)
+{
+    free(b->Z); free(b->Y); free(b->m); free(b->M); free(b->S); free(b->Abar);
+    free(b->Mz); free(b->mu); free(b->w); free(b->single);
+    memset(b, 0, sizeof *b);
+}
+
+static int block_init(block *b, int64_t n, int D, int cap)
+{
+    memset(b, 0, sizeof *b);
+    b->n = n;
+    b->D = D;
+    b->cap = cap;
+    b->Z = calloc((size_t)(n > 0 ? n : 1) * cap, sizeof(double));
+    b->Y = calloc((size_t)(n > 0 ? n : 1) * D, sizeof(double));
+    b->m = calloc((size_t)cap, sizeof(double));
+    b->M = calloc((size_t)cap * cap, sizeof(double));
+    b->S = calloc((size_t)cap * D, sizeof(double));
+    b->Abar = calloc((size_t)cap * D, sizeof(double));
+    b->Mz = calloc((size_t)cap, sizeof(double));
+    b->mu = calloc((size_t)D, sizeof(double));
+    b->w = calloc((size_t)D, sizeof(double));
+    b->single = calloc((size_t)cap, sizeof(int));
+    return b->Z && b->Y && b->m && b->M && b->S && b->Abar && b->Mz && b->mu && b->w && b->single;
+}
+
+/* Room for `need` features (the strides change; contents are kept). */
+static int block_reserve(block *b, int need)
+{
+    if (need <= b->cap)
+        return 1;
+    int cap = b->cap * 2;
+    while (cap < need)
+        cap *= 2;
+    double *Z = calloc((size_t)(b->n > 0 ? b->n : 1) * cap, sizeof(double));
+    double *M = calloc((size_t)cap * cap, sizeof(double));
+    double *m = calloc((size_t)cap, sizeof(double));
+    double *S = calloc((size_t)cap * b->D, sizeof(double));
+    double *Abar = calloc((size_t)cap * b->D, sizeof(double));
+    double *Mz = calloc((size_t)cap, sizeof(double));
+    int *single = calloc((size_t)cap, sizeof(int));
+    if (!(Z && M && m && S && Abar && Mz && single)) {
+        free(Z); free(M); free(m); free(S); free(Abar); free(Mz); free(single);
+        return 0;
+    }
+    for (int64_t i = 0; i < b->n; ++i)
+        memcpy(Z + i * cap, b->Z + i * b->cap, sizeof(double) * (size_t)b->K);
+    for (int a = 0; a < b->K; ++a)
+        memcpy(M + (int64_t)a * cap, b->M + (int64_t)a * b->cap, sizeof(double) * (size_t)b->K);
+    memcpy(m, b->m, sizeof(double) * (size_t)b->K);
+    memcpy(S, b->S, sizeof(double) * (size_t)b->K * b->D);
+    memcpy(Abar, b->Abar, sizeof(double) * (size_t)b->K * b->D);
+    free(b->Z); free(b->M); free(b->m); free(b->S); free(b->Abar); free(b->Mz); free(b->single);
+    b->Z = Z; b->M = M; b->m = m; b->S = S; b->Abar = Abar; b->Mz = Mz; b->single = single;
+    b->cap = cap;
+    return 1;
+}
+
+/* Removes feature k (its column of Z, row and column of M, rows of S and Abar). */
+static void block_delete(block *b, int k)
+{
+    const int K = b->K, cap = b->cap, D = b->D;
+    for (int64_t i = 0; i < b->n; ++i)
+        memmove(b->Z + i * cap + k, b->Z + i * cap + k + 1, sizeof(double) * (size_t)(K - k - 1));
+    for (int a = 0; a < K; ++a)
+        memmove(b->M + (int64_t)a * cap + k, b->M + (int64_t)a * cap + k + 1,
+                sizeof(double) * (size_t)(K - k - 1));
+    memmove(b->M + (int64_t)k * cap, b->M + (int64_t)(k + 1) * cap,
+            sizeof(double) * (size_t)(K - k - 1) * cap);
+    memmove(b->m + k, b->m + k + 1, sizeof(double) * (size_t)(K - k - 1));
+    memmove(b->S + (int64_t)k * D, b->S + (int64_t)(k + 1) * D, sizeof(double) * (size_t)(K - k - 1) * D);
+    memmove(b->Abar + (int64_t)k * D, b->Abar + (int64_t)(k + 1) * D,
+            sizeof(double) * (size_t)(K - k - 1) * D);
+    b->K = K - 1;
+}
+
+/* M, S, Abar, logdet and the counts recomputed from Z and the stored Y. */
+static int block_refresh(block *b, double r)
+{
+    const int K = b->K, cap = b->cap, D = b->D;
+    if (K == 0) {
+        b->logdet = 0.0;
+        return 1;
+    }
+    double *L = malloc(sizeof(double) * (size_t)K * K);
+    if (L == NULL)
+        return 0;
+    gram(b->Z, b->n, K, cap, r, L, K);
+    for (int a = 0; a < K; ++a)
+        b->m[a] = L[a * K + a] - r;
+    memset(b->S, 0, sizeof(double) * (size_t)K * D);
+    for (int64_t i = 0; i < b->n; ++i) {
+        const double *z = b->Z + i * cap;
+        for (int a = 0; a < K; ++a)
+            if (z[a] != 0.0)
+                pymf_axpy(D, 1.0, b->Y + i * D, b->S + (int64_t)a * D);
+    }
+    if (!cholesky(L, K, K)) {
+        free(L);
+        return 0;
+    }
+    b->logdet = 0.0;
+    for (int a = 0; a < K; ++a)
+        b->logdet += 2.0 * log(L[a * K + a]);
+    /* M = P^-1 column by column, Abar = P^-1 S */
+    double *col = b->Mz;
+    for (int c = 0; c < K; ++c) {
+        for (int a = 0; a < K; ++a)
+            col[a] = a == c ? 1.0 : 0.0;
+        cholesky_solve(L, K, K, col, 1);
+        for (int a = 0; a < K; ++a)
+            b->M[(int64_t)a * cap + c] = col[a];
+    }
+    memcpy(b->Abar, b->S, sizeof(double) * (size_t)K * D);
+    cholesky_solve(L, K, K, b->Abar, D);
+    free(L);
+    return 1;
+}
+
+/* Mz = M z over the block's features; returns z'Mz. */
+static double block_quad(block *b, const double *z)
+{
+    const int K = b->K, cap = b->cap;
+    double q = 0.0;
+    for (int a = 0; a < K; ++a) {
+        double v = 0.0;
+        for (int c = 0; c < K; ++c)
+            if (z[c] != 0.0)
+                v += b->M[(int64_t)a * cap + c];
+        b->Mz[a] = v;
+        q += z[a] * v;
+    }
+    return q;
+}
+
+/* mu = z' Abar */
+static void block_mean(block *b, const double *z, double *mu)
+{
+    memset(mu, 0, sizeof(double) * (size_t)b->D);
+    for (int a = 0; a < b->K; ++a)
+        if (z[a] != 0.0)
+            pymf_axpy(b->D, 1.0, b->Abar + (int64_t)a * b->D, mu);
+}
+
+/* Takes row i out (sign -1) or puts it in (+1) with its stored y: one rank-one change of
+ * M, S, Abar, logdet and the counts. */
+static int block_row(block *b, int64_t i, int sign)
+{
+    const int K = b->K, cap = b->cap, D = b->D;
+    const double *z = b->Z + i * cap, *y = b->Y + i * D;
+    int any = 0;
+    for (int a = 0; a < K; ++a)
+        any |= z[a] != 0.0;
+    if (!any)
+        return 1;
+    const double q = block_quad(b, z);
+    const double denom = 1.0 + sign * q;
+    if (!(denom > 0.0))
+        return 0;
+    /* w = y - z'Abar (old Abar); Abar += sign-free form: Abar +- Mz/denom (y - z'Abar) */
+    block_mean(b, z, b->w);
+    for (int d = 0; d < D; ++d)
+        b->w[d] = y[d] - b->w[d];
+    for (int a = 0; a < K; ++a) {
+        pymf_axpy(K, -sign * b->Mz[a] / denom, b->Mz, b->M + (int64_t)a * cap);
+        pymf_axpy(D, sign * b->Mz[a] / denom, b->w, b->Abar + (int64_t)a * D);
+        if (z[a] != 0.0) {
+            pymf_axpy(D, (double)sign, y, b->S + (int64_t)a * D);
+            b->m[a] += sign;
+        }
+    }
+    b->logdet += log(denom);
+    return 1;
+}
+
+static double gauss_logpdf_iso(const double *y, const double *mu, int D, double var)
+{
+    double ss = 0.0;
+    for (int d = 0; d < D; ++d) {
+        const double e = y[d] - mu[d];
+        ss += e * e;
+    }
+    return -0.5 * D * log(TWO_PI * var) - 0.5 * ss / var;
+}
+
+/* Row i, already taken out, gets the data y: Gibbs over the features other rows own,
+ * the MH step on its singletons, then it is put back. N: rows of the whole matrix. */
+static int block_gibbs_row(block *b, int64_t i, const double *y, double N, double alpha,
+                           double sx2, double sa2, gsl_rng *rng)
+{
+    const int D = b->D;
+    const double r = sx2 / sa2;
+    memcpy(b->Y + i * D, y, sizeof(double) * (size_t)D);
+    /* singletons: their rows and columns of M_-n are e_k / r; take them out */
+    int k_old = 0;
+    for (int a = b->K - 1; a >= 0; --a) {
+        if (b->Z[i * b->cap + a] != 0.0 && b->m[a] <= 0.5) {
+            block_delete(b, a);
+            b->logdet -= log(r);
+            ++k_old;
+        }
+    }
+    const int K = b->K, cap = b->cap;
+    double *z = b->Z + i * cap;
+    double *mu = b->mu;
+    block_mean(b, z, mu);
+    double v = block_quad(b, z);
+    const double *Mz = b->Mz;
+    double *mu_flip = b->w;
+    for (int k = 0; k < K; ++k) {
+        const double mk = b->m[k];
+        const int on = z[k] != 0.0;
+        const double sgn = on ? -1.0 : 1.0;
+        const double v_flip = v + 2.0 * sgn * Mz[k] + b->M[(int64_t)k * cap + k];
+        for (int d = 0; d < D; ++d)
+            mu_flip[d] = mu[d] + sgn * b->Abar[(int64_t)k * D + d];
+        const double l_cur = gauss_logpdf_iso(y, mu, D, sx2 * (1.0 + v) + k_old * sa2);
+        const double l_flip = gauss_logpdf_iso(y, mu_flip, D, sx2 * (1.0 + v_flip) + k_old * sa2);
+        const double l1 = (on ? l_cur : l_flip) + log(mk / N);
+        const double l0 = (on ? l_flip : l_cur) + log((N - mk) / N);
+        const double p1 = 1.0 / (1.0 + exp(l0 - l1));
+        const int want = gsl_rng_uniform(rng) < p1;
+        if (want != on) {
+            z[k] = want ? 1.0 : 0.0;
+            memcpy(mu, mu_flip, sizeof(double) * (size_t)D);
+            v = v_flip;
+            /* Mz += sgn M[:, k] */
+            for (int a = 0; a < K; ++a)
+                b->Mz[a] += sgn * b->M[(int64_t)a * cap + k];
+        }
+    }
+    /* new features: replace the k_old singletons by k_new ~ Poisson(alpha / N) */
+    const unsigned int k_new = gsl_ran_poisson(rng, alpha / N);
+    const double base = sx2 * (1.0 + v);
+    const double log_ratio = gauss_logpdf_iso(y, mu, D, base + k_new * sa2) -
+                             gauss_logpdf_iso(y, mu, D, base + k_old * sa2);
+    const int accept = log_ratio >= 0.0 || gsl_rng_uniform(rng) < exp(log_ratio);
+    const int k_final = accept ? (int)k_new : k_old;
+    if (!block_reserve(b, K + k_final))
+        return 0;
+    for (int c = 0; c < k_final; ++c) {
+        const int k = b->K;
+        for (int64_t row = 0; row < b->n; ++row)
+            b->Z[row * b->cap + k] = 0.0;
+        b->Z[i * b->cap + k] = 1.0;
+        for (int a = 0; a <= k; ++a) {
+            b->M[(int64_t)a * b->cap + k] = 0.0;
+            b->M[(int64_t)k * b->cap + a] = 0.0;
+        }
+        b->M[(int64_t)k * b->cap + k] = 1.0 / r;
+        memset(b->S + (int64_t)k * D, 0, sizeof(double) * (size_t)D);
+        memset(b->Abar + (int64_t)k * D, 0, sizeof(double) * (size_t)D);
+        b->m[k] = 0.0;
+        b->logdet += log(r);
+        b->K = k + 1;
+    }
+    return block_row(b, i, +1);
+}
+
+/* ---------- the sampler ---------- */
+
+static int64_t process_start(int64_t N, int P, int p) { return (int64_t)((N * (int64_t)p) / P); }
+
+static void reseed(gsl_rng *rng, uint64_t seed, int stream, int process, int64_t t)
+{
+    const uint64_t stream_seed = pymf_mix64(seed ^ ((uint64_t)stream << 48) ^ (uint64_t)process);
+    gsl_rng_set(rng, pymf_stream_seed(stream_seed, (uint64_t)t));
+}
+
+void pymf_ibp_destroy(pymf_ibp *s)
+{
+    if (s == NULL)
+        return;
+    if (s->procs != NULL)
+        for (int q = 0; q < s->config.n_local; ++q) {
+            block_free(&s->procs[q].tail);
+            free(s->procs[q].e);
+            if (s->procs[q].rng != NULL)
+                gsl_rng_free(s->procs[q].rng);
+        }
+    free(s->procs);
+    if (s->master != NULL)
+        gsl_rng_free(s->master);
+    free(s->Y); free(s->missing); free(s->Z); free(s->A); free(s->pi); free(s->A_norm2);
+    free(s->in_tail);
+    free(s->new_counts); free(s->stats);
+    free(s);
+}
+
+void pymf_ibp_set_threads(pymf_ibp *s, int n_threads) { s->config.n_threads = n_threads; }
+
+static int reserve_features(pymf_ibp *s, int need)
+{
+    if (need <= s->cap)
+        return 1;
+    int cap = s->cap > 0 ? s->cap : 8;
+    while (cap < need)
+        cap *= 2;
+    double *Z = calloc((size_t)(s->n_rows > 0 ? s->n_rows : 1) * cap, sizeof(double));
+    double *A = calloc((size_t)cap * s->D, sizeof(double));
+    double *pi = calloc((size_t)cap, sizeof(double));
+    double *A2 = calloc((size_t)cap, sizeof(double));
+    int *in_tail = calloc((size_t)cap, sizeof(int));
+    if (!(Z && A && pi && A2 && in_tail)) {
+        free(Z); free(A); free(pi); free(A2); free(in_tail);
+        return 0;
+    }
+    free(s->in_tail);
+    s->in_tail = in_tail;
+    for (int64_t i = 0; i < s->n_rows; ++i)
+        memcpy(Z + i * cap, s->Z + i * s->cap, sizeof(double) * (size_t)s->K);
+    memcpy(A, s->A, sizeof(double) * (size_t)s->K * s->D);
+    memcpy(pi, s->pi, sizeof(double) * (size_t)s->K);
+    memcpy(A2, s->A_norm2, sizeof(double) * (size_t)s->K);
+    free(s->Z); free(s->A); free(s->pi); free(s->A_norm2);
+    s->Z = Z; s->A = A; s->pi = pi; s->A_norm2 = A2;
+    s->cap = cap;
+    return 1;
+}
+
+pymf_ibp *pymf_ibp_create(const pymf_ibp_data *data, const pymf_ibp_prior *prior,
+                          const pymf_ibp_config *config, pymf_error *err)
+{
+    pymf_gsl_quiet();
+    const int P = config->n_processes;
+    if (data->n_cols < 1 || data->n_total < 1)
+        return pymf_fail(err, PYMF_EINVAL, "the data must have at least one row and column"), NULL;
+    if (P < 1 || P > data->n_total)
+        return pymf_fail(err, PYMF_EINVAL, "processes=%d must be in [1, N=%lld]", P,
+                         (long long)data->n_total), NULL;
+    if (config->collapsed && P != 1)
+        return pymf_fail(err, PYMF_EINVAL, "collapsed Gibbs runs one process"), NULL;
+    if (config->sub_iterations < 1)
+        return pymf_fail(err, PYMF_EINVAL, "sub_iterations must be >= 1"), NULL;
+    if (config->first_process < 0 || config->n_local < 1 || config->first_process + config->n_local > P)
+        return pymf_fail(err, PYMF_EINVAL, "the local processes must lie in [0, %d)", P), NULL;
+    const int64_t r0 = process_start(data->n_total, P, config->first_process);
+    const int64_t r1 = process_start(data->n_total, P, config->first_process + config->n_local);
+    if (data->row_offset != r0 || data->n_rows != r1 - r0)
+        return pymf_fail(err, PYMF_EINVAL, "the local rows must be [%lld, %lld) for processes "
+                         "%d..%d of %d", (long long)r0, (long long)r1, config->first_process,
+                         config->first_process + config->n_local - 1, P), NULL;
+    const double hp[6] = {prior->alpha_shape, prior->alpha_rate, prior->sx_shape, prior->sx_scale,
+                          prior->sa_shape, prior->sa_scale};
+    for (int h = 0; h < 6; ++h)
+        if (!(hp[h] > 0.0) || !isfinite(hp[h]))
+            return pymf_fail(err, PYMF_EINVAL, "the hyper-prior parameters must be positive and "
+                             "finite"), NULL;
+    const int D = data->n_cols;
+    const int64_t n = data->n_rows;
+    pymf_ibp *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return pymf_fail(err, PYMF_ENOMEM, "out of memory"), NULL;
+    s->prior = *prior;
+    s->config = *config;
+    s->N = data->n_total;
+    s->row_offset = r0;
+    s->n_rows = n;
+    s->D = D;
+    s->sigma_x = s->sigma_a = s->alpha = 1.0;
+    s->Y = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1) * D);
+    int64_t n_missing = 0;
+    if (data->observed != NULL)
+        for (int64_t e = 0; e < n * D; ++e)
+            n_missing += data->observed[e] == 0;
+    s->missing = malloc(sizeof(int64_t) * (size_t)(n_missing > 0 ? n_missing : 1));
+    s->procs = calloc((size_t)config->n_local, sizeof(process));
+    s->master = gsl_rng_alloc(gsl_rng_mt19937);
+    s->new_counts = calloc((size_t)P, sizeof(int));
+    if (!s->Y || !s->missing || !s->procs || !s->master || !s->new_counts || !reserve_features(s, 8)) {
+        pymf_ibp_destroy(s);
+        return pymf_fail(err, PYMF_ENOMEM, "out of memory"), NULL;
+    }
+    for (int64_t e = 0; e < n * D; ++e) {
+        if (data->observed != NULL && data->observed[e] == 0) {
+            s->missing[s->n_missing++] = e;
+            s->Y[e] = 0.0;
+            continue;
+        }
+        if (!isfinite(data->X[e])) {
+            pymf_ibp_destroy(s);
+            return pymf_fail(err, PYMF_EINVAL, "X[%lld, %lld] is not finite (and not held out)",
+                             (long long)(r0 + e / D), (long long)(e % D)), NULL;
+        }
+        s->Y[e] = data->X[e];
+    }
+    for (int q = 0; q < config->n_local; ++q) {
+        process *pr = &s->procs[q];
+        pr->index = config->first_process + q;
+        pr->row0 = process_start(s->N, P, pr->index) - r0;
+        pr->n_rows = process_start(s->N, P, pr->index + 1) - r0 - pr->row0;
+        pr->rng = gsl_rng_alloc(gsl_rng_mt19937);
+        pr->e = calloc((size_t)D, sizeof(double));
+        if (pr->rng == NULL || pr->e == NULL || !block_init(&pr->tail, pr->n_rows, D, 8)) {
+            pymf_ibp_destroy(s);
+            return pymf_fail(err, PYMF_ENOMEM, "out of memory"), NULL;
+        }
+    }
+    return s;
+}
+
+int pymf_ibp_n_features(const pymf_ibp *s)
+{
+    return s->config.collapsed ? s->procs[0].tail.K : s->K;
+}
+
+int64_t pymf_ibp_n_missing(const pymf_ibp *s) { return s->n_missing; }
+int64_t pymf_ibp_iteration(const pymf_ibp *s) { return s->t; }
+int pymf_ibp_active_process(const pymf_ibp *s) { return s->active; }
+
+static void impute(pymf_ibp *s, process *pr, const double *A, const double *Z, int ldz)
+{
+    if (s->n_missing == 0)
+        return;
+    reseed(pr->rng, s->config.seed, STREAM_IMPUTE, pr->index, s->t + 1);
+    const int D = s->D, K = pymf_ibp_n_features(s);
+    const int64_t lo = pr->row0 * D, hi = (pr->row0 + pr->n_rows) * D;
+    for (int64_t j = 0; j < s->n_missing; ++j) {
+        const int64_t e = s->missing[j];
+        if (e < lo || e >= hi)
+            continue;
+        const int64_t i = e / D;
+        const int d = (int)(e % D);
+        double mean = 0.0;
+        for (int a = 0; a < K; ++a)
+            if (Z[i * ldz + a] != 0.0)
+                mean += A[(int64_t)a * D + d];
+        s->Y[e] = mean + s->sigma_x * gsl_ran_gaussian(pr->rng, 1.0);
+    }
+}
+
+pymf_status pymf_ibp_set_state(pymf_ibp *s, int K, const double *Z, const double *A,
+                               const double *pi, const double *hyper, const double *Y_missing,
+                               int64_t iteration, pymf_error *err)
+{
+    if (K < 0 || iteration < 0)
+        return pymf_fail(err, PYMF_EINVAL, "K and the iteration must be >= 0");
+    for (int h = 0; h < 3; ++h)
+        if (!(hyper[h] > 0.0) || !isfinite(hyper[h]))
+            return pymf_fail(err, PYMF_EINVAL, "sigma_x, sigma_a and alpha must be positive and finite");
+    const int D = s->D;
+    for (int64_t e = 0; e < s->N * (int64_t)K; ++e)
+        if (Z[e] != 0.0 && Z[e] != 1.0)
+            return pymf_fail(err, PYMF_EINVAL, "Z must hold 0 and 1 only");
+    for (int64_t e = 0; e < (int64_t)K * D; ++e)
+        if (!isfinite(A[e]))
+            return pymf_fail(err, PYMF_EINVAL, "A must be finite");
+    if (!s->config.collapsed)
+        for (int a = 0; a < K; ++a)
+            if (!(pi[a] >= 0.0 && pi[a] <= 1.0))
+                return pymf_fail(err, PYMF_EINVAL, "pi must lie in [0, 1]");
+    if (Y_missing != NULL)
+        for (int64_t j = 0; j < s->n_missing; ++j)
+            if (!isfinite(Y_missing[j]))
+                return pymf_fail(err, PYMF_EINVAL, "the held-out cells' values must be finite");
+    s->sigma_x = hyper[0];
+    s->sigma_a = hyper[1];
+    s->alpha = hyper[2];
+    s->t = iteration;
+    s->begun = 0;
+    if (!reserve_features(s, K))
+        return pymf_fail(err, PYMF_ENOMEM, "out of memory");
+    memcpy(s->A, A, sizeof(double) * (size_t)K * D);
+    for (int a = 0; a < K; ++a)
+        s->A_norm2[a] = pymf_dot_sequential(A + (int64_t)a * D, A + (int64_t)a * D, D);
+    Z += s->row_offset * K;  /* this object's rows */
+    if (s->config.collapsed) {
+        block *b = &s->procs[0].tail;
+        if (!block_reserve(b, K))
+            return pymf_fail(err, PYMF_ENOMEM, "out of memory");
+        b->K = K;
+        for (int64_t i = 0; i < s->n_rows; ++i)
+            memcpy(b->Z + i * b->cap, Z + i * K, sizeof(double) * (size_t)K);
+        s->K = 0;
+    } else {
+        s->K = K;
+        for (int64_t i = 0; i < s->n_rows; ++i)
+            memcpy(s->Z + i * s->cap, Z + i * K, sizeof(double) * (size_t)K);
+        memcpy(s->pi, pi, sizeof(double) * (size_t)K);
+    }
+    if (Y_missing != NULL) {
+        for (int64_t j = 0; j < s->n_missing; ++j)
+            s->Y[s->missing[j]] = Y_missing[j];
+    } else if (s->n_missing > 0) {
+        /* the means z_n A_d: a start that uses no random numbers */
+        for (int64_t j = 0; j < s->n_missing; ++j) {
+            const int64_t i = s->missing[j] / D;
+            const int d = (int)(s->missing[j] % D);
+            double mean = 0.0;
+            for (int a = 0; a < K; ++a)
+                if (Z[i * K + a] != 0.0)
+                    mean += A[(int64_t)a * D + d];
+            s->Y[s->missing[j]] = mean;
+        }
+    }
+    return PYMF_OK;
+}
+
+void pymf_ibp_get_state(const pymf_ibp *s, double *Z, double *A, double *pi, double *hyper,
+                        double *Y_missing)
+{
+    const int K = pymf_ibp_n_features(s), D = s->D;
+    const double *src = s->config.collapsed ? s->procs[0].tail.Z : s->Z;
+    const int ld = s->config.collapsed ? s->procs[0].tail.cap : s->cap;
+    for (int64_t i = 0; i < s->n_rows; ++i)
+        memcpy(Z + i * K, src + i * ld, sizeof(double) * (size_t)K);
+    memcpy(A, s->A, sizeof(double) * (size_t)K * D);
+    for (int a = 0; a < K; ++a)
+        pi[a] = s->config.collapsed ? NAN : s->pi[a];
+    hyper[0] = s->sigma_x;
+    hyper[1] = s->sigma_a;
+    hyper[2] = s->alpha;
+    for (int64_t j = 0; j < s->n_missing; ++j)
+        Y_missing[j] = s->Y[s->missing[j]];
+}
+
+int pymf_ibp_collapsed_block(const pymf_ibp *s, double *M, double *logdet)
+{
+    const block *b = &s->procs[0].tail;
+    for (int a = 0; a < b->K; ++a)
+        memcpy(M + (int64_t)a * b->K, b->M + (int64_t)a * b->cap, sizeof(double) * (size_t)b->K);
+    *logdet = b->logdet;
+    return b->K;
+}
+
+pymf_status pymf_ibp_begin(pymf_ibp *s, pymf_error *err)
+{
+    const int64_t t = s->t + 1;
+    reseed(s->master, s->config.seed, STREAM_MASTER, 0, t);
+    s->active = (int)gsl_rng_uniform_int(s->master, (unsigned long)s->config.n_processes);
+    for (int q = 0; q < s->config.n_local; ++q) {
+        process *pr = &s->procs[q];
+        reseed(pr->rng, s->config.seed, STREAM_PROCESS, pr->index, t);
+        pr->status = PYMF_OK;
+        pr->bad_row = -1;
+        if (s->config.collapsed) {
+            pr->has_tail = 1;
+            continue;
+        }
+        pr->has_tail = pr->index == s->active || t <= s->config.warm_start;
+        pr->tail.K = 0;
+        memset(pr->tail.Z, 0, sizeof(double) * (size_t)(pr->n_rows > 0 ? pr->n_rows : 1) * pr->tail.cap);
+    }
+    for (int k = 0; k < s->K; ++k)
+        s->in_tail[k] = -1;
+    s->begun = 1;
+    return PYMF_OK;
+}
+
+/* The instantiated features of row i given pi and A; e = y - z A - (tail mean) on entry and
+ * exit; var: the predictive variance of one cell. counts (or NULL): the feature counts of
+ * the process's rows; then only the features another row of the process owns are updated
+ * (see instantiated_sweeps). */
+static void flip_instantiated(pymf_ibp *s, process *pr, int64_t i, double *e, double var,
+                              double *counts)
+{
+    const int D = s->D;
+    double *z = s->Z + i * s->cap;
+    for (int k = 0; k < s->K; ++k) {
+        if (s->in_tail[k] >= 0)
+            continue;
+        if (counts != NULL && counts[k] - z[k] < 0.5)
+            continue;
+        const double *Ak = s->A + (int64_t)k * D;
+        const double dot = pymf_dot_sequential(e, Ak, D);
+        const int on = z[k] != 0.0;
+        /* log p(z=1) - log p(z=0) of the likelihood: ||e0||^2 - ||e1||^2 over 2 var */
+        const double dl = (on ? 2.0 * dot + s->A_norm2[k] : 2.0 * dot - s->A_norm2[k]) / (2.0 * var);
+        const double pik = s->pi[k];
+        const double logit = log(pik) - log1p(-pik) + dl;
+        const double p1 = 1.0 / (1.0 + exp(-logit));
+        const int want = gsl_rng_uniform(pr->rng) < p1;
+        if (want != on) {
+            z[k] = want ? 1.0 : 0.0;
+            pymf_axpy(D, want ? -1.0 : 1.0, Ak, e);
+            if (counts != NULL)
+                counts[k] += want ? 1.0 : -1.0;
+        }
+    }
+}
+
+/* y_n - z_n A over the instantiated features (those in a tail excluded: zero there) */
+static void residual(const pymf_ibp *s, int64_t i, double *e)
+{
+    const int D = s->D;
+    memcpy(e, s->Y + i * D, sizeof(double) * (size_t)D);
+    for (int k = 0; k < s->K; ++k)
+        if (s->Z[i * s->cap + k] != 0.0)
+            pymf_axpy(D, -1.0, s->A + (int64_t)k * D, e);
+}
+
+/* Collapsed Gibbs: one sweep over the process's rows (every feature in its block). */
+static void collapsed_sweep(pymf_ibp *s, process *pr)
+{
+    const int D = s->D;
+    const double sx2 = s->sigma_x * s->sigma_x, sa2 = s->sigma_a * s->sigma_a;
+    block *b = &pr->tail;
+    /* every row's data, held-out cells as last imputed */
+    memcpy(b->Y, s->Y + pr->row0 * D, sizeof(double) * (size_t)pr->n_rows * D);
+    if (!block_refresh(b, sx2 / sa2)) {
+        pr->status = PYMF_ENUMERIC;
+        return;
+    }
+    for (int64_t j = 0; j < pr->n_rows; ++j) {
+        if (!block_row(b, j, -1) ||
+            !block_gibbs_row(b, j, s->Y + (pr->row0 + j) * D, (double)s->N, s->alpha, sx2, sa2,
+                             pr->rng)) {
+            pr->status = PYMF_ENUMERIC;
+            pr->bad_row = s->row_offset + pr->row0 + j;
+            return;
+        }
+    }
+}
+
+/* Hybrid, first stage: L sub-iterations over the process's rows given pi and A. Row n
+ * updates z_nk only where another row of its own process owns feature k. Which features
+ * those are depends only on the rows this update leaves alone (so it is a Gibbs step
+ * whatever the other processes do meanwhile), and no feature can lose its last owner here:
+ * features are born and die only in p' collapsed tail, where births and deaths balance.
+ * Letting every row drop its own features given pi_k (the paper's step) while only p'
+ * rows can gain new ones under-weights small features (the enumeration test measures it). */
+static void instantiated_sweeps(pymf_ibp *s, process *pr)
+{
+    const double sx2 = s->sigma_x * s->sigma_x;
+    double *counts = malloc(sizeof(double) * (size_t)(s->K > 0 ? s->K : 1));
+    if (counts == NULL) {
+        pr->status = PYMF_ENOMEM;
+        return;
+    }
+    for (int k = 0; k < s->K; ++k)
+        counts[k] = 0.0;
+    for (int64_t i = pr->row0; i < pr->row0 + pr->n_rows; ++i)
+        for (int k = 0; k < s->K; ++k)
+            counts[k] += s->Z[i * s->cap + k];
+    for (int l = 0; l < s->config.sub_iterations; ++l)
+        for (int64_t j = 0; j < pr->n_rows; ++j) {
+            residual(s, pr->row0 + j, pr->e);
+            flip_instantiated(s, pr, pr->row0 + j, pr->e, sx2, counts);
+        }
+    free(counts);
+}
+
+/* Hybrid, second stage (the processes with a tail): L sub-iterations of the collapsed tail
+ * (the features no other process uses, and new ones), with the other instantiated features
+ * updated given A under the tail's predictive. */
+static void tail_sweeps(pymf_ibp *s, process *pr)
+{
+    const int D = s->D;
+    const double sx2 = s->sigma_x * s->sigma_x, sa2 = s->sigma_a * s->sigma_a, r = sx2 / sa2;
+    block *b = &pr->tail;
+    for (int l = 0; l < s->config.sub_iterations; ++l) {
+        if (!block_refresh(b, r)) {
+            pr->status = PYMF_ENUMERIC;
+            return;
+        }
+        for (int64_t j = 0; j < pr->n_rows; ++j) {
+            const int64_t i = pr->row0 + j;
+            double *e = pr->e;
+            residual(s, i, e);
+            if (!block_row(b, j, -1)) {
+                pr->status = PYMF_ENUMERIC;
+                pr->bad_row = s->row_offset + i;
+                return;
+            }
+            block_mean(b, b->Z + j * b->cap, b->mu);
+            const double v = block_quad(b, b->Z + j * b->cap);
+            for (int d = 0; d < D; ++d)
+                e[d] -= b->mu[d];
+            flip_instantiated(s, pr, i, e, sx2 * (1.0 + v), NULL);
+            for (int d = 0; d < D; ++d)
+                e[d] += b->mu[d];
+            if (!block_gibbs_row(b, j, e, (double)s->N, s->alpha, sx2, sa2, pr->rng)) {
+                pr->status = PYMF_ENUMERIC;
+                pr->bad_row = s->row_offset + i;
+                return;
+            }
+        }
+    }
+}
+
+static pymf_status process_status(pymf_ibp *s, pymf_error *err)
+{
+    for (int q = 0; q < s->config.n_local; ++q)
+        if (s->procs[q].status != PYMF_OK) {
+            err->iteration = s->t + 1;
+            return pymf_fail(err, s->procs[q].status, "iteration %lld: the collapsed update of "
+                             "row %lld met a matrix that is not positive definite",
+                             (long long)(s->t + 1), (long long)s->procs[q].bad_row);
+        }
+    return PYMF_OK;
+}
+
+/* Threads for `work` processes of work: never more threads than processes (an idle
+ * OpenMP thread only costs its wake-up and barrier). */
+static int n_threads(const pymf_ibp *s, int work)
+{
+    const int threads = s->config.n_threads > 0 ? s->config.n_threads : pymf_default_threads();
+    return threads < work ? threads : (work > 0 ? work : 1);
+}
+
+pymf_status pymf_ibp_local_sweeps(pymf_ibp *s, pymf_error *err)
+{
+    if (!s->begun)
+        return pymf_fail(err, PYMF_EINVAL, "local_sweeps before begin");
+    const int n_local = s->config.n_local;
+    if (s->config.collapsed) {
+        collapsed_sweep(s, &s->procs[0]);
+        return process_status(s, err);
+    }
+    const int threads = n_threads(s, n_local);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
+    for (int q = 0; q < n_local; ++q)
+        instantiated_sweeps(s, &s->procs[q]);
+    for (int q = 0; q < n_local; ++q)
+        if (s->procs[q].status == PYMF_ENOMEM)
+            return pymf_fail(err, PYMF_ENOMEM, "out of memory");
+    return PYMF_OK;
+}
+
+void pymf_ibp_local_counts(const pymf_ibp *s, double *counts_local)
+{
+    const int K = s->config.collapsed ? 0 : s->K;
+    for (int q = 0; q < s->config.n_local; ++q) {
+        const process *pr = &s->procs[q];
+        double *c = counts_local + (int64_t)q * K;
+        for (int k = 0; k < K; ++k)
+            c[k] = 0.0;
+        for (int64_t i = pr->row0; i < pr->row0 + pr->n_rows; ++i)
+            for (int k = 0; k < K; ++k)
+                c[k] += s->Z[i * s->cap + k];
+    }
+}
+
+pymf_status pymf_ibp_tail_sweeps(pymf_ibp *s, const double *counts_all, pymf_error *err)
+{
+    if (!s->begun)
+        return pymf_fail(err, PYMF_EINVAL, "tail_sweeps before begin");
+    if (s->config.collapsed)
+        return PYMF_OK;
+    const int P = s->config.n_processes, K = s->K, D = s->D;
+    /* A feature that no other process uses joins the tail of the process that owns it: its
+     * A_k and pi_k are integrated out until the master draws them again. Collapsed updates
+     * dissolve a feature fitted to its few owners' noise, which updates given A_k almost
+     * never do (the over-splitting of the paper's own code). The set depends only on the
+     * other processes' rows, which this stage does not change, so the stage is a Gibbs
+     * step of the posterior with A_T and pi_T integrated out. */
+    for (int k = 0; k < K; ++k) {
+        double total = 0.0;
+        for (int p = 0; p < P; ++p) {
+            total += counts_all[(int64_t)p * K + k];
+        }
+        s->in_tail[k] = -1;
+        if (total < 0.5) {
+            /* empty: part of the collapsed tail (where new features come from), so frozen
+             * here and dropped by the master; updating it given its pi_k and A_k would make
+             * which features are collapsed depend on rows this stage changes */
+            s->in_tail[k] = P;
+            continue;
+        }
+        for (int p = 0; p < P; ++p) {
+            const int active = p == s->active || s->t + 1 <= s->config.warm_start;
+            if (active && total > 0.5 && counts_all[(int64_t)p * K + k] == total)
+                s->in_tail[k] = p;
+        }
+    }
+    for (int q = 0; q < s->config.n_local; ++q) {
+        process *pr = &s->procs[q];
+        if (!pr->has_tail)
+            continue;
+        block *b = &pr->tail;
+        int n_moved = 0;
+        for (int k = 0; k < K; ++k)
+            n_moved += s->in_tail[k] == pr->index;
+        if (!block_reserve(b, n_moved))
+            return pymf_fail(err, PYMF_ENOMEM, "out of memory");
+        memset(b->Z, 0, sizeof(double) * (size_t)(pr->n_rows > 0 ? pr->n_rows : 1) * b->cap);
+        b->K = 0;
+        for (int k = 0; k < K; ++k) {
+            if (s->in_tail[k] != pr->index)
+                continue;
+            for (int64_t j = 0; j < pr->n_rows; ++j) {
+                double *z = s->Z + (pr->row0 + j) * s->cap;
+                b->Z[j * b->cap + b->K] = z[k];
+                z[k] = 0.0;
+            }
+            ++b->K;
+        }
+        /* the tail's data: the residuals of the instantiated features left */
+        for (int64_t j = 0; j < pr->n_rows; ++j)
+            residual(s, pr->row0 + j, b->Y + j * D);
+    }
+    const int n_local = s->config.n_local;
+    int n_tails = 0;
+    for (int q = 0; q < n_local; ++q)
+        n_tails += s->procs[q].has_tail;
+    const int threads = n_threads(s, n_tails);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
+    for (int q = 0; q < n_local; ++q)
+        if (s->procs[q].has_tail)
+            tail_sweeps(s, &s->procs[q]);
+    return process_status(s, err);
+}
+
+void pymf_ibp_new_features(const pymf_ibp *s, int *counts_local)
+{
+    for (int q = 0; q < s->config.n_local; ++q)
+        counts_local[q] = (s->config.collapsed || !s->procs[q].has_tail) ? 0 : s->procs[q].tail.K;
+}
+
+int64_t pymf_ibp_stats_size(int K, int D)
+{
+    return (int64_t)K + (int64_t)K * K + (int64_t)K * D + 1;
+}
+
+/* The features of one row of process pr, as the global column indices of its ones. */
+static int row_ones(const pymf_ibp *s, const process *pr, int64_t j, int offset, int *ones)
+{
+    int n = 0;
+    const int64_t i = pr->row0 + j;
+    if (!s->config.collapsed)
+        for (int k = 0; k < s->K; ++k)
+            if (s->Z[i * s->cap + k] != 0.0)
+                ones[n++] = k;
+    if (pr->has_tail)
+        for (int k = 0; k < pr->tail.K; ++k)
+            if (pr->tail.Z[j * pr->tail.cap + k] != 0.0)
+                ones[n++] = offset + k;
+    return n;
+}
+
+pymf_status pymf_ibp_local_stats(pymf_ibp *s, const int *new_features_all, double *stats_local,
+                                 pymf_error *err)
+{
+    const int P = s->config.n_processes, D = s->D;
+    int Kt = s->K, offset_p[1024];
+    int *offsets = P <= 1024 ? offset_p : malloc(sizeof(int) * (size_t)P);
+    if (offsets == NULL)
+        return pymf_fail(err, PYMF_ENOMEM, "out of memory");
+    for (int p = 0; p < P; ++p) {
+        offsets[p] = Kt;
+        Kt += new_features_all[p];
+    }
+    if (s->config.collapsed)
+        Kt = s->procs[0].tail.K;
+    const int64_t size = pymf_ibp_stats_size(Kt, D);
+    int *ones = malloc(sizeof(int) * (size_t)(Kt > 0 ? Kt : 1));
+    if (ones == NULL) {
+        if (offsets != offset_p)
+            free(offsets);
+        return pymf_fail(err, PYMF_ENOMEM, "out of memory");
+    }
+    for (int q = 0; q < s->config.n_local; ++q) {
+        const process *pr = &s->procs[q];
+        double *buf = stats_local + q * size;
+        double *m = buf, *ZtZ = buf + Kt, *ZtY = ZtZ + (int64_t)Kt * Kt;
+        memset(buf, 0, sizeof(double) * (size_t)size);
+        const int offset = s->config.collapsed ? 0 : offsets[pr->index];
+        for (int64_t j = 0; j < pr->n_rows; ++j) {
+            const double *y = s->Y + (pr->row0 + j) * D;
+            buf[size - 1] += pymf_dot_sequential(y, y, D);
+            const int n = row_ones(s, pr, j, offset, ones);
+            for (int u = 0; u < n; ++u) {
+                m[ones[u]] += 1.0;
+                for (int v = 0; v < n; ++v)
+                    ZtZ[(int64_t)ones[u] * Kt + ones[v]] += 1.0;
+                pymf_axpy(D, 1.0, y, ZtY + (int64_t)ones[u] * D);
+            }
+        }
+    }
+    free(ones);
+    memcpy(s->new_counts, new_features_all, sizeof(int) * (size_t)P);
+    if (offsets != offset_p)
+        free(offsets);
+    return PYMF_OK;
+}
+
+static double harmonic(int64_t N)
+{
+    double h = 0.0;
+    for (int64_t n = 1; n <= N; ++n)
+        h += 1.0 / (double)n;
+    return h;
+}
+
+pymf_status pymf_ibp_master(pymf_ibp *s, const double *stats, pymf_error *err)
+{
+    const int P = s->config.n_processes, D = s->D;
+    const int64_t t = s->t + 1;
+    int Kt = s->K;
+    for (int p = 0; p < P; ++p)
+        Kt += s->new_counts[p];
+    if (s->config.collapsed)
+        Kt = s->procs[0].tail.K;
+    const int64_t size = pymf_ibp_stats_size(Kt, D);
+    const double *m = stats, *ZtZ = stats + Kt, *ZtY = ZtZ + (int64_t)Kt * Kt;
+    const double yy = stats[size - 1];
+    int *keep = malloc(sizeof(int) * (size_t)(Kt > 0 ? Kt : 1));
+    const int k1 = Kt > 0 ? Kt : 1;
+    double *L = malloc(sizeof(double) * (size_t)k1 * k1);
+    double *A = malloc(sizeof(double) * (size_t)k1 * D);
+    double *pi = malloc(sizeof(double) * (size_t)k1);
+    double *noise = malloc(sizeof(double) * (size_t)k1 * D);
+    pymf_status status = PYMF_OK;
+    if (!keep || !L || !A || !pi || !noise) {
+        status = pymf_fail(err, PYMF_ENOMEM, "out of memory");
+        goto done;
+    }
+    int K = 0;
+    for (int a = 0; a < Kt; ++a)
+        if (m[a] > 0.5)
+            keep[K++] = a;
+    const double sx2 = s->sigma_x * s->sigma_x, sa2 = s->sigma_a * s->sigma_a;
+    const double r = sx2 / sa2;
+    /* A | Z, Y ~ N(P^-1 Z'Y, sigma_X^2 P^-1) column by column, P = Z'Z + rI = L L' */
+    for (int a = 0; a < K; ++a) {
+        for (int c = 0; c < K; ++c)
+            L[a * K + c] = ZtZ[(int64_t)keep[a] * Kt + keep[c]] + (a == c ? r : 0.0);
+        memcpy(A + (int64_t)a * D, ZtY + (int64_t)keep[a] * D, sizeof(double) * (size_t)D);
+    }
+    if (!cholesky(L, K, K)) {
+        err->iteration = t;
+        status = pymf_fail(err, PYMF_EDIVERGED, "iteration %lld: Z'Z + rI is not positive "
+                           "definite (sigma_x = %g, sigma_a = %g)", (long long)t, s->sigma_x,
+                           s->sigma_a);
+        goto done;
+    }
+    cholesky_solve(L, K, K, A, D);
+    for (int64_t e = 0; e < (int64_t)K * D; ++e)
+        noise[e] = gsl_ran_gaussian(s->master, 1.0);
+    /* L' x = eps gives x ~ N(0, P^-1) */
+    for (int d = 0; d < D; ++d)
+        for (int i = K - 1; i >= 0; --i) {
+            double v = noise[(int64_t)i * D + d];
+            for (int k = i + 1; k < K; ++k)
+                v -= L[k * K + i] * noise[(int64_t)k * D + d];
+            noise[(int64_t)i * D + d] = v / L[i * K + i];
+        }
+    for (int64_t e = 0; e < (int64_t)K * D; ++e)
+        A[e] += s->sigma_x * noise[e];
+    /* ||Y - Z A||^2 = y'y - 2 <A, Z'Y> + <A A', Z'Z> */
+    double sse = yy, a2 = 0.0;
+    for (int a = 0; a < K; ++a) {
+        const double *Aa = A + (int64_t)a * D;
+        sse -= 2.0 * pymf_dot_sequential(Aa, ZtY + (int64_t)keep[a] * D, D);
+        a2 += pymf_dot_sequential(Aa, Aa, D);
+        for (int c = 0; c < K; ++c) {
+            const double zz = ZtZ[(int64_t)keep[a] * Kt + keep[c]];
+            if (zz != 0.0)
+                sse += zz * pymf_dot_sequential(Aa, A + (int64_t)c * D, D);
+        }
+    }
+    if (sse < 0.0)
+        sse = 0.0;
+    double sigma_x = s->sigma_x, sigma_a = s->sigma_a, alpha = s->alpha;
+    const pymf_ibp_prior *pr = &s->prior;
+    if (pr->sample_sigma_x)
+        sigma_x = sqrt(1.0 / gsl_ran_gamma(s->master, pr->sx_shape + 0.5 * (double)s->N * D,
+                                           1.0 / (pr->sx_scale + 0.5 * sse)));
+    if (pr->sample_sigma_a)
+        sigma_a = sqrt(1.0 / gsl_ran_gamma(s->master, pr->sa_shape + 0.5 * (double)K * D,
+                                           1.0 / (pr->sa_scale + 0.5 * a2)));
+    if (pr->sample_alpha)
+        alpha = gsl_ran_gamma(s->master, pr->alpha_shape + K,
+                              1.0 / (pr->alpha_rate + harmonic(s->N)));
+    for (int a = 0; a < K; ++a)
+        pi[a] = gsl_ran_beta(s->master, m[keep[a]], 1.0 + (double)s->N - m[keep[a]]);
+    int finite = isfinite(sigma_x) && sigma_x > 0.0 && isfinite(sigma_a) && sigma_a > 0.0 &&
+                 isfinite(alpha) && alpha > 0.0;
+    for (int64_t e = 0; e < (int64_t)K * D; ++e)
+        finite &= isfinite(A[e]) != 0;
+    if (!finite) {
+        err->iteration = t;
+        status = pymf_fail(err, PYMF_EDIVERGED, "iteration %lld: a non-finite draw of A, "
+                           "sigma_x, sigma_a or alpha (sigma_x = %g, sigma_a = %g)",
+                           (long long)t, sigma_x, sigma_a);
+        goto done;
+    }
+    /* commit: merge the new features (process order), drop the empty ones */
+    if (!reserve_features(s, K)) {
+        status = pymf_fail(err, PYMF_ENOMEM, "out of memory");
+        goto done;
+    }
+    if (s->config.collapsed) {
+        block *b = &s->procs[0].tail;
+        for (int a = Kt - 1; a >= 0; --a)
+            if (!(m[a] > 0.5))
+                block_delete(b, a);
+    } else {
+        int offsets[1025];
+        int *offs = P < 1025 ? offsets : malloc(sizeof(int) * (size_t)(P + 1));
+        if (offs == NULL) {
+            status = pymf_fail(err, PYMF_ENOMEM, "out of memory");
+            goto done;
+        }
+        offs[0] = s->K;
+        for (int p = 0; p < P; ++p)
+            offs[p + 1] = offs[p] + s->new_counts[p];
+        double *row = noise;  /* K <= Kt: room for one row */
+        for (int q = 0; q < s->config.n_local; ++q) {
+            process *pc = &s->procs[q];
+            const int off = offs[pc->index];
+            for (int64_t j = 0; j < pc->n_rows; ++j) {
+                double *z = s->Z + (pc->row0 + j) * s->cap;
+                for (int a = 0; a < K; ++a) {
+                    const int g = keep[a];
+                    double v = 0.0;
+                    if (g < s->K)
+                        v = z[g];
+                    else if (pc->has_tail && g >= off && g < off + pc->tail.K)
+                        v = pc->tail.Z[j * pc->tail.cap + (g - off)];
+                    row[a] = v;
+                }
+                memcpy(z, row, sizeof(double) * (size_t)K);
+            }
+            pc->has_tail = 0;
+        }
+        if (offs != offsets)
+            free(offs);
+        s->K = K;
+        memcpy(s->pi, pi, sizeof(double) * (size_t)K);
+    }
+    memcpy(s->A, A, sizeof(double) * (size_t)K * D);
+    for (int a = 0; a < K; ++a)
+        s->A_norm2[a] = pymf_dot_sequential(A + (int64_t)a * D, A + (int64_t)a * D, D);
+    s->sigma_x = sigma_x;
+    s->sigma_a = sigma_a;
+    s->alpha = alpha;
+    {
+        const double *Z = s->config.collapsed ? s->procs[0].tail.Z : s->Z;
+        const int ldz = s->config.collapsed ? s->procs[0].tail.cap : s->cap;
+        for (int q = 0; q < s->config.n_local; ++q)
+            impute(s, &s->procs[q], s->A, Z, ldz);
+        if (s->config.collapsed) {
+            block *b = &s->procs[0].tail;
+            memcpy(b->Y, s->Y, sizeof(double) * (size_t)s->n_rows * D);
+        }
+    }
+    s->t = t;
+    s->begun = 0;
+done:
+    free(keep); free(L); free(A); free(pi); free(noise);
+    return status;
+}
+
+pymf_status pymf_ibp_run(pymf_ibp *s, int64_t n_iterations, pymf_error *err)
+{
+    const int P = s->config.n_processes;
+    if (s->config.n_local != P)
+        return pymf_fail(err, PYMF_EINVAL, "run needs every process in this object");
+    for (int64_t it = 0; it < n_iterations; ++it) {
+        pymf_status st = pymf_ibp_begin(s, err);
+        if (st == PYMF_OK)
+            st = pymf_ibp_local_sweeps(s, err);
+        if (st != PYMF_OK)
+            return st;
+        if (!s->config.collapsed) {
+            double *counts = malloc(sizeof(double) * (size_t)P * (s->K > 0 ? s->K : 1));
+            if (counts == NULL)
+                return pymf_fail(err, PYMF_ENOMEM, "out of memory");
+            pymf_ibp_local_counts(s, counts);
+            st = pymf_ibp_tail_sweeps(s, counts, err);
+            free(counts);
+            if (st != PYMF_OK)
+                return st;
+        }
+        pymf_ibp_new_features(s, s->new_counts);
+        int Kt = s->K;
+        for (int p = 0; p < P; ++p)
+            Kt += s->new_counts[p];
+        if (s->config.collapsed)
+            Kt = s->procs[0].tail.K;
+        const int64_t size = pymf_ibp_stats_size(Kt, s->D);
+        if ((int64_t)(P + 1) * size > s->stats_cap) {
+            free(s->stats);
+            s->stats_cap = 2 * (int64_t)(P + 1) * size;
+            s->stats = malloc(sizeof(double) * (size_t)s->stats_cap);
+            if (s->stats == NULL) {
+                s->stats_cap = 0;
+                return pymf_fail(err, PYMF_ENOMEM, "out of memory");
+            }
+        }
+        int *counts = malloc(sizeof(int) * (size_t)P);
+        if (counts == NULL)
+            return pymf_fail(err, PYMF_ENOMEM, "out of memory");
+        memcpy(counts, s->new_counts, sizeof(int) * (size_t)P);
+        st = pymf_ibp_local_stats(s, counts, s->stats + size, err);
+        free(counts);
+        if (st != PYMF_OK)
+            return st;
+        /* summed in process order: the same bits as an MPI job that sums them so */
+        double *sum = s->stats;
+        memset(sum, 0, sizeof(double) * (size_t)size);
+        for (int p = 0; p < P; ++p)
+            pymf_axpy((int)size, 1.0, s->stats + (int64_t)(p + 1) * size, sum);
+        st = pymf_ibp_master(s, sum, err);
+        if (st != PYMF_OK)
+            return st;
+    }
+    return PYMF_OK;
+}

@@ -1,0 +1,86 @@
+"""The pieces of an IBP run that threads and MPI share: input checks, the starting state,
+the seeds and the C chain of some of the processes."""
+import numpy as np
+
+from pymf.engine.seeds import seed_sequence
+from pymf.ibp import _ibp
+from pymf.ibp.samplers import CollapsedIBP
+
+
+def check_data(X, test_mask, processes=1):
+    """(X as float64, mask as bool or None), refusing what the model cannot take."""
+    try:
+        X = np.array(X, dtype=np.float64, order="C", copy=True)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"X must be a 2-D array of numbers: {exc}") from None
+    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
+        raise ValueError(f"X must be a non-empty 2-D array (N x D), got shape {X.shape}")
+    if test_mask is not None:
+        test_mask = np.asarray(test_mask)
+        if test_mask.dtype != bool:
+            raise ValueError(f"test_mask must be a boolean array, got dtype {test_mask.dtype}")
+        if test_mask.shape != X.shape:
+            raise ValueError(f"test_mask must have X's shape {X.shape}, got {test_mask.shape}")
+    train = np.ones(X.shape, dtype=bool) if test_mask is None else ~test_mask
+    bad = ~np.isfinite(X) & train
+    if bad.any():
+        n, d = np.argwhere(bad)[0]
+        raise ValueError(f"X[{n}, {d}] = {X[n, d]} is not finite and not held out "
+                         "(test_mask marks the cells to hold out)")
+    if not train.any(axis=1).all():
+        raise ValueError("every row of X needs at least one cell outside test_mask")
+    if processes > X.shape[0]:
+        raise ValueError(f"processes={processes} is more than the N={X.shape[0]} rows of X")
+    X[~train] = 0.0  # the sampler never sees a held-out value
+    return X, test_mask
+
+
+def initial_state(model, X, train, rng, collapsed):
+    """(Z, A, pi, hyper): Z ~ IBP(alpha), A = E[A | Z, training cells], pi = m / (N + 1)."""
+    N, D = X.shape
+    columns = []
+    for n in range(N):
+        for k, column in enumerate(columns):
+            m = column[:n].sum()
+            column[n] = rng.random() < m / (n + 1)
+        for _ in range(rng.poisson(model.alpha / (n + 1))):
+            column = np.zeros(N)
+            column[n] = 1.0
+            columns.append(column)
+    Z = np.array(columns).T if columns else np.zeros((N, 0))
+    Z = Z[:, Z.sum(axis=0) > 0]
+    filled = X.copy()
+    col_mean = np.array([X[train[:, d], d].mean() if train[:, d].any() else 0.0
+                         for d in range(D)])
+    filled[~train] = np.broadcast_to(col_mean, X.shape)[~train]
+    K = Z.shape[1]
+    r = model.sigma_x ** 2 / model.sigma_a ** 2
+    A = np.linalg.solve(Z.T @ Z + r * np.eye(K), Z.T @ filled) if K else np.zeros((0, D))
+    pi = np.full(K, np.nan) if collapsed else Z.sum(axis=0) / (N + 1)
+    return Z, A, pi, np.array([model.sigma_x, model.sigma_a, model.alpha])
+
+
+def chain_settings(model, sampler):
+    collapsed = isinstance(sampler, CollapsedIBP)
+    return {"collapsed": collapsed,
+            "processes": 1 if collapsed else sampler.processes,
+            "sub_iterations": 1 if collapsed else sampler.sub_iterations,
+            "warm_start": 0 if collapsed else sampler.warm_start,
+            "threads": 1 if collapsed else sampler.n_threads}
+
+
+def seeds(seed):
+    chain_child, init_child = seed_sequence(seed).spawn(2)
+    return int(chain_child.generate_state(1, np.uint64)[0]), np.random.default_rng(init_child)
+
+
+def make_chain(model, X, train, settings, chain_seed, first_process=0, n_local=None,
+               rows=None):
+    """The C chain of processes [first_process, first_process + n_local) (all by default);
+    rows: (row_offset, n_rows) of those processes."""
+    row0, n_rows = (0, X.shape[0]) if rows is None else rows
+    return _ibp.Chain(X[row0:row0 + n_rows], train[row0:row0 + n_rows].astype(np.uint8),
+                      X.shape[0], row0, model.prior(), model.sample_flags(),
+                      settings["collapsed"], settings["processes"], settings["sub_iterations"],
+                      settings["warm_start"], chain_seed, settings["threads"],
+                      first_process, n_local)

@@ -1,0 +1,73 @@
+"""The hybrid IBP sampler under a real mpiexec (one process per rank): the same chain, bit
+for bit, as the threads sampler with the same number of processes. Skipped (with the
+reason) where mpi4py or an MPI library is missing."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import pymf
+from pymf import mpi
+
+MPI_STATE = True if mpi.is_available() else mpi.why_unavailable()
+pytestmark = pytest.mark.skipif(MPI_STATE is not True, reason=f"MPI is not usable: {MPI_STATE}")
+from support import mpi_env, mpiexec_path  # noqa: E402
+
+ARGS = ["--data", "cambridge", "--n", "60", "--samples", "12", "--burnin", "4", "--thin", "3",
+        "--seed", "3", "--warm-start", "2"]
+
+
+@pytest.mark.parametrize("n_ranks", [2, 3])
+def test_mpi_equals_threads_bit_for_bit(tmp_path, n_ranks):
+    out = tmp_path / "mpi.npz"
+    command = [mpiexec_path(), "-n", str(n_ranks), sys.executable, "-m", "pymf.mpi", "ibp",
+               *ARGS, "--out", str(out)]
+    proc = subprocess.run(command, cwd=tmp_path, env=mpi_env(), capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["ranks"] == n_ranks
+    distributed = pymf.load(out)
+    X, _, _ = pymf.datasets.make_cambridge(n=60, sigma_x=0.5, seed=3)
+    mask = pymf.ibp.checkerboard_mask(*X.shape, 0.1)
+    threads = pymf.sample(pymf.IBPLinearGaussian(), X,
+                          pymf.HybridIBP(processes=n_ranks, warm_start=2), n_samples=12,
+                          burnin=4, thin=3, seed=3, test_mask=mask, progress=False)
+    for key in threads.trace:
+        if key != "time":
+            np.testing.assert_array_equal(distributed.trace[key], threads.trace[key], err_msg=key)
+    assert len(distributed.Z_samples) == len(threads.Z_samples) == 4
+    for a, b in zip(distributed.Z_samples, threads.Z_samples):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(distributed.A_samples, threads.A_samples):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(distributed.test_density, threads.test_density)
+
+
+def test_mpi_resumes_a_threads_checkpoint_bit_for_bit(tmp_path):
+    """A threads run stopped at iteration 8 and resumed on 2 ranks from its checkpoint ends
+    where the uninterrupted threads run ends (the checkpoints are interchangeable)."""
+    X, _, _ = pymf.datasets.make_cambridge(n=60, sigma_x=0.5, seed=3)
+    mask = pymf.ibp.checkerboard_mask(*X.shape, 0.1)
+    model, sampler = pymf.IBPLinearGaussian(), pymf.HybridIBP(processes=2, warm_start=2)
+    settings = dict(n_samples=12, burnin=4, thin=3, seed=3, test_mask=mask, progress=False)
+    whole = pymf.sample(model, X, sampler, **settings)
+    checkpoint = tmp_path / "ck.npz"
+    stopped = pymf.sample(model, X, sampler, checkpoint=checkpoint,
+                          callback=lambda info: info["iteration"] >= 8, **settings)
+    assert stopped.iterations == 8
+    out = tmp_path / "mpi.npz"
+    command = [mpiexec_path(), "-n", "2", sys.executable, "-m", "pymf.mpi", "ibp", *ARGS,
+               "--checkpoint", str(checkpoint), "--out", str(out)]
+    proc = subprocess.run(command, cwd=tmp_path, env=mpi_env(), capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    resumed = pymf.load(out)
+    assert resumed.iterations == whole.iterations == 16
+    for key in whole.trace:
+        if key != "time":
+            np.testing.assert_array_equal(resumed.trace[key], whole.trace[key], err_msg=key)
+    for a, b in zip(resumed.Z_samples, whole.Z_samples):
+        np.testing.assert_array_equal(a, b)
