@@ -13,6 +13,10 @@
 
 /* coordinates per tile of the Gram accumulation: the basis vectors' tiles stay in cache */
 #define GRAM_TILE 512
+/* An iteration forks threads three times; below this much work ((observed entries + rows +
+ * columns) x K) it runs on one thread, where the fork/join would cost more than the work.
+ * The results are the same either way. */
+#define PARALLEL_WORK 65536
 
 /* what went wrong in a block (the first failing block, in block order, is reported) */
 enum { BLOCK_OK = 0, BLOCK_GRAD_FROM = 1, BLOCK_STATE = 2, BLOCK_GRAD_NEW = 3 };
@@ -494,11 +498,16 @@ pymf_status pymf_hamcmc_mf_run(pymf_hamcmc_mf *s, int64_t n_iter, const double *
     const int B = s->data->grid->n_blocks;
     const size_t nn = (size_t)s->n_max * s->n_max;
     const int threads = s->config.n_threads > 0 ? s->config.n_threads : pymf_default_threads();
+    const pymf_grid *g = s->data->grid;
+    const int parallel = B > 1 && threads > 1 &&
+                         (s->data->n_observed + g->n_rows + g->n_cols) * s->model.likelihood.rank >=
+                             PARALLEL_WORK;
     (void)threads;
+    (void)parallel;
     for (int64_t i = 0; i < n_iter; ++i) {
         const int64_t t = s->t + 1;
         const int part = pymf_hamcmc_mf_part(s, t);
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(static) if (parallel)
         for (int b = 0; b < B; ++b)
             s->status[b] = begin_block(s, b, part, t, s->partials + (size_t)b * nn);
         int failure = first_failure(s->status, B);
@@ -508,13 +517,13 @@ pymf_status pymf_hamcmc_mf_run(pymf_hamcmc_mf *s, int64_t n_iter, const double *
             reduce_gram(s, s->partials, s->gram);
             coefficients(s, t);
         }
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(static) if (parallel)
         for (int b = 0; b < B; ++b)
             s->status[b] = finish_block(s, b, part, t, eps[i]);
         failure = first_failure(s->status, B);
         if (failure != BLOCK_OK)
             return block_failure(s, t, eps[i], failure, err);
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(static) if (parallel)
         for (int b = 0; b < B; ++b)
             commit_block(s, b, part, t);
         s->t = t;

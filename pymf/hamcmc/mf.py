@@ -12,9 +12,22 @@ zero; Gaussian priors need beta = 2. The chain is the same for any thread count,
 resumed run equals an uninterrupted one. The trace also records skipped_pairs (memory pairs
 left out because s^T y <= 0).
 """
+import math
+
 from pymf.hamcmc._hamcmc_mf import HamcmcChain
 from pymf.nmf.kernel import FactorKernel
 from pymf.nmf.sampling import sample_nmf
+
+
+def check_schedule(memory, blocks, part_order):
+    """HAMCMC moves theta_{t-M}: with cyclic parts its M interleaved sub-chains each see
+    only the parts t - 1 mod B of their iterations, all of them only when gcd(M, B) = 1."""
+    if part_order == "cyclic" and math.gcd(memory, blocks) > 1:
+        raise ValueError(
+            f"HAMCMC(memory={memory}) with cyclic parts of {blocks} blocks: each of the M "
+            "interleaved sub-chains (theta_t moves theta_{t-M}) would only ever see "
+            f"{blocks // math.gcd(memory, blocks)} of the {blocks} parts and sample another "
+            "posterior; use part_order='random' or a number of blocks coprime with memory")
 
 
 class GridSettings:
@@ -32,9 +45,9 @@ class GridSettings:
         self.n_threads = sampler.n_threads
 
     def grid_blocks(self, shape):
-        if self.blocks is not None:
-            return self.blocks
-        return max(1, min(16, shape[0], shape[1]))
+        blocks = self.blocks if self.blocks is not None else max(1, min(16, shape[0], shape[1]))
+        check_schedule(self.sampler.memory, blocks, self.part_order)
+        return blocks
 
     def batch_size(self, n_observed):
         return 0  # the minibatches are the grid's parts

@@ -35,15 +35,19 @@ class HAMCMC(_StochasticGradientMCMC):
 
     On a LinearGaussian model each iteration draws batch_size entries (None: all of them).
     On a TweedieNMF model (pymf.hamcmc.mf) the minibatches are the parts of a blocks x blocks
-    grid, as PSGLD's (part_order "cyclic" or "random", permute: shuffle rows and columns
-    before cutting), the blocks of a part run on n_threads OpenMP threads (None: all), and
-    batch_size is not used; blocks=None there means min(16, I, J) pieces.
+    grid, as PSGLD's (permute: shuffle rows and columns before cutting), the blocks of a
+    part run on n_threads OpenMP threads (None: all), and batch_size is not used;
+    blocks=None there means min(16, I, J) pieces. part_order "random" (the default; part p
+    with probability |Pi_p| / N, as in the paper) or "cyclic": HAMCMC moves theta_{t-M}, so
+    its samples form M interleaved sub-chains, and with cyclic parts sub-chain t mod M only
+    ever sees the parts t - 1 mod B; unless gcd(M, B) = 1 some parts are never seen by a
+    sub-chain and it samples another posterior, so that pairing is refused.
     """
 
     kind = "hamcmc"
 
     def __init__(self, memory=2, gamma=1.0, lam=0.0, step_size=1e-3, batch_size=0.01,
-                 blocks=None, part_order="cyclic", permute=False, n_threads=None):
+                 blocks=None, part_order="random", permute=False, n_threads=None):
         super().__init__(step_size, batch_size)
         if isinstance(memory, bool) or not isinstance(memory, numbers.Integral) \
                 or not 2 <= memory <= 64:
