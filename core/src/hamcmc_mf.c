@@ -92,10 +92,9 @@ pymf_hamcmc_mf *pymf_hamcmc_mf_create(const pymf_nmf_model *model, const pymf_bl
         return NULL;
     }
     const int B = data->grid->n_blocks;
-    if (config->only_row_block >= B ||
-        (config->only_row_block >= 0 && config->part_order != PYMF_PARTS_CYCLIC)) {
-        pymf_fail(err, PYMF_EINVAL, "only_row_block must be a row piece (< B) of a chain with "
-                                    "cyclic parts");
+    if (config->only_row_block >= B) {
+        pymf_fail(err, PYMF_EINVAL, "only_row_block must be a row piece (< B), got %d",
+                  config->only_row_block);
         return NULL;
     }
     pymf_hamcmc_mf *s = calloc(1, sizeof(*s));

@@ -206,6 +206,13 @@ cdef class HamcmcChain(FactorChain):
             raise ValueError("values must hold piece_len(c) values")
         pymf_hamcmc_mf_set_piece(self.chain, c, &values[0])
 
+    def get_cols(self, int64_t c0, int64_t c1, double[:, ::1] out):
+        """Copy rows c0..c1-1 of the current state's H^T into out ((c1 - c0) x K)."""
+        if not (0 <= c0 <= c1 <= self.data.grid.n_cols) or out.shape[0] < c1 - c0 \
+                or out.shape[1] != self.rank:
+            raise ValueError("bad column range or buffer")
+        np.asarray(out)[:c1 - c0] = self.get_state()[1][c0:c1]
+
     def set_cols(self, int64_t c0, int64_t c1, const double[:, ::1] values):
         """Rows c0..c1-1 of the current state's H^T."""
         if not (0 <= c0 <= c1 <= self.data.grid.n_cols) or values.shape[0] < c1 - c0 \

@@ -91,7 +91,10 @@ pymf_status pymf_hamcmc_mf_products(pymf_hamcmc_mf *s, const double *gW, const d
  *   begin (this block's partial Gram matrix into partial, gram_len doubles),
  *   a reduction that gives every rank all B partial matrices (B x gram_len, block order),
  *   finish (the new state of this block, its pair, t + 1),
- * then the H pieces pass along the ring (get_piece / set_piece). ---- */
+ * then the H pieces move to the ranks that work on them in the next part (get_piece /
+ * set_piece): with part p_t, rank r holds piece (r + p_t) mod B, so each rank sends its piece
+ * to rank r - (p_{t+1} - p_t) and receives from rank r + (p_{t+1} - p_t) (mod B), cyclic
+ * and random parts alike. ---- */
 int pymf_hamcmc_mf_gram_len(const pymf_hamcmc_mf *s);
 pymf_status pymf_hamcmc_mf_begin(pymf_hamcmc_mf *s, double *partial, pymf_error *err);
 pymf_status pymf_hamcmc_mf_finish(pymf_hamcmc_mf *s, double eps, const double *partials,
