@@ -48,7 +48,7 @@ def _scaled(code, used):
 @pytest.fixture(scope="module")
 def blocks():
     found = _blocks()
-    assert len(found) == 5, f"the README has {len(found)} Python blocks; this test knows 5"
+    assert len(found) == 6, f"the README has {len(found)} Python blocks; this test knows 6"
     return found
 
 
@@ -82,8 +82,14 @@ def test_hamcmc(blocks, tmp_path, monkeypatch):
     assert all(used[10:12]), [p for (p, _), n in zip(SCALE_DOWN[10:12], used[10:12]) if not n]
 
 
+def test_hamcmc_mf(blocks, tmp_path, monkeypatch):
+    ns, _ = _run([blocks[4]], tmp_path, monkeypatch)
+    assert ns["res"].kind == "nmf_samples" and ns["res"].params["sampler"]["sampler"] == "hamcmc"
+    assert ns["res"].n_kept == 100 and ns["res"].trace["test_rmse"][-1] < 1.5
+
+
 def test_sibm(blocks, tmp_path, monkeypatch):
-    ns, used = _run(["import pymf\n", blocks[4]], tmp_path, monkeypatch)
+    ns, used = _run(["import pymf\n", blocks[5]], tmp_path, monkeypatch)
     assert ns["res"].kind == "sibm_fit" and ns["vb"].iterations == 2
     assert ns["p"].shape == ns["sd"].shape == ns["test"][0].shape
     assert all(used[12:]), [p for (p, _), n in zip(SCALE_DOWN[12:], used[12:]) if not n]
