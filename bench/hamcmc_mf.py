@@ -16,6 +16,10 @@ PSGLD's wall time. Writes JSON (stdout and results/hamcmc_mf.json), a table, and
 results/hamcmc_mf.png.
 
     python bench/hamcmc_mf.py [--data PATH] [--threads 2] [--budget 12] [--skip-1m]
+                              [--mpi-ranks 2] [--mpi-only --mpi-setting "gamma=0.01, eps=0.3"]
+
+--mpi-ranks R: HAMCMC M = 2 with the MovieLens-100K tuned setting and blocks = R, in shared
+memory and under mpiexec -n R (one thread per rank), for the same budget.
 """
 import argparse
 import json
@@ -140,6 +144,65 @@ def bench(name, data, args):
     return out
 
 
+MPI_SCRIPT = """
+import sys, pymf, pymf.mpi
+sys.path.insert(0, sys.argv[1])
+from hamcmc_mf import centred
+ratings = pymf.datasets.load_movielens(sys.argv[2])
+train, test = centred(*ratings.split(0.1, seed=0))
+gamma, eps, budget, threads = (float(x) for x in sys.argv[3:7])
+from mpi4py import MPI
+sampler = pymf.HAMCMC(memory=2, gamma=gamma, lam=1.0, step_size=eps, n_threads=int(threads),
+                      blocks=MPI.COMM_WORLD.size)
+pymf.mpi.sample(pymf.TweedieNMF(10, beta=2, phi=1, prior="gaussian"), train, sampler, 10 ** 8,
+                burnin=50, seed=0, test=test, keep_samples=False, trace_every=10,
+                progress=False, out_dir=sys.argv[7], callback=lambda info: info["time"] > budget)
+"""
+
+
+def mpi_comparison(args, setting, ranks):
+    """HAMCMC M = 2 (the MovieLens-100K tuned setting) with blocks = ranks: shared memory
+    (args.threads threads) against mpiexec -n ranks (one thread each), same budget."""
+    import subprocess
+    import tempfile
+    gamma, eps = (float(part.split("=")[1]) for part in setting.split(", "))
+    ratings = pymf.datasets.load_movielens(args.data)
+    train, test = centred(*ratings.split(0.1, seed=0))
+    model = pymf.TweedieNMF(10, beta=2, phi=1, prior="gaussian")
+    shared = pymf.sample(model, train, pymf.HAMCMC(memory=2, gamma=gamma, lam=1.0, step_size=eps,
+                                                   blocks=ranks, n_threads=args.threads),
+                         n_samples=10 ** 8, burnin=50, seed=0, test=test, keep_samples=False,
+                         trace_every=10, progress=False,
+                         callback=lambda info: info["time"] > args.budget)
+    out = {"ranks": ranks, "setting": setting, "shared_memory": {
+        "threads": args.threads, "iterations": int(shared.iterations),
+        "seconds": float(shared.trace["time"][-1]), "final_rmse": float(shared.trace["test_rmse"][-1])}}
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    with tempfile.TemporaryDirectory() as folder:
+        script = os.path.join(folder, "run.py")
+        with open(script, "w") as fh:
+            fh.write(MPI_SCRIPT)
+        env = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
+                   OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", CI="1",
+                   PRTE_MCA_rmaps_default_mapping_policy=":oversubscribe")
+        done = subprocess.run([mpiexec, "-n", str(ranks), sys.executable, script, HERE,
+                               os.path.abspath(args.data), str(gamma), str(eps), str(args.budget),
+                               "1", os.path.join(folder, "out")], env=env, capture_output=True,
+                              text=True, timeout=600)
+        if done.returncode != 0:
+            out["mpi"] = {"failed": done.stderr[-2000:]}
+            return out
+        res = pymf.load(os.path.join(folder, "out"))
+    out["mpi"] = {"threads_per_rank": 1, "iterations": int(res.iterations),
+                  "seconds": float(res.trace["time"][-1]),
+                  "final_rmse": float(res.trace["test_rmse"][-1]),
+                  "compute_seconds": res.params["mpi"]["compute_seconds"],
+                  "communicate_seconds": res.params["mpi"]["communicate_seconds"]}
+    for side in ("shared_memory", "mpi"):
+        out[side]["seconds_per_iteration"] = out[side]["seconds"] / max(1, out[side]["iterations"])
+    return out
+
+
 def table(name, result):
     lines = [f"\n{name}: PSGLD's final RMSE {result.get('psgld_final_rmse', float('nan')):.4f} "
              f"after {result.get('psgld_wall_seconds', float('nan')):.1f} s",
@@ -182,6 +245,11 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--budget-1m", type=float, default=25.0)
     p.add_argument("--skip-1m", action="store_true")
+    p.add_argument("--mpi-ranks", type=int, default=2,
+                   help="also HAMCMC M=2 with blocks = ranks under mpiexec (0: not)")
+    p.add_argument("--mpi-only", action="store_true",
+                   help="only the MPI comparison, with --mpi-setting")
+    p.add_argument("--mpi-setting", default="gamma=0.01, eps=0.3")
     p.add_argument("--out", default=os.path.join(HERE, "..", "results"))
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
@@ -190,11 +258,19 @@ def main(argv=None):
                 "budget_seconds": args.budget, "tune_budget_seconds": args.tune_budget,
                 "repeats": args.repeats, "datasets": {}}
     results = {}
+    if args.mpi_only:
+        document["mpi"] = mpi_comparison(args, args.mpi_setting, args.mpi_ranks)
+        print(json.dumps(document, indent=1))
+        return 0
     if os.path.exists(args.data):
         ratings = pymf.datasets.load_movielens(args.data)
         train, test = ratings.split(0.1, seed=0)
         data = {"raw": (train, test), "centred": centred(train, test)}
         results["MovieLens-100K"] = bench("MovieLens-100K", data, args)
+        best = results["MovieLens-100K"]["methods"]["HAMCMC M=2"].get("best")
+        if args.mpi_ranks and best is not None:
+            document["mpi"] = mpi_comparison(args, best, args.mpi_ranks)
+            print(f"[mpi] {document['mpi']}", file=sys.stderr, flush=True)
     else:
         document["datasets"]["MovieLens-100K"] = f"skipped: no file {args.data}"
     if not args.skip_1m:
