@@ -85,6 +85,7 @@ extensions = [binding(path) for path in (
     "nmf/_blocks", "nmf/_tweedie", "nmf/_chain", "nmf/_sgld", "nmf/_sgd", "nmf/_gibbs_nmf",
     "bpmf/_bpmf",
     "hamcmc/_hamcmc",
+    "hamcmc/_hamcmc_mf",
     "sibm/_sibm",
     "ibp/_ibp",
 )]

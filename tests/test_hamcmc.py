@@ -366,5 +366,7 @@ def test_bad_input_is_refused_by_name(problem):
             call()
     with pytest.raises(TypeError, match="PSGLD cannot sample a LinearGaussian model"):
         pymf.sample(model, (A, x), pymf.PSGLD(blocks=2), n_samples=5)
-    with pytest.raises(TypeError, match="HAMCMC cannot sample a TweedieNMF model"):
-        pymf.sample(pymf.TweedieNMF(2), np.ones((4, 4)), sampler, n_samples=5)
+    # (HAMCMC itself samples TweedieNMF models: tests/test_hamcmc_mf.py)
+    with pytest.raises(TypeError, match="PreconditionedSGLD cannot sample a TweedieNMF model"):
+        pymf.sample(pymf.TweedieNMF(2), np.ones((4, 4)), pymf.PreconditionedSGLD(),
+                    n_samples=5)

@@ -96,8 +96,8 @@ def test_python_api_takes_a_sampler_and_a_fresh_seed_reproduces_in_shared_memory
     shared = pymf.sample(pymf.TweedieNMF(4), V, pymf.PSGLD(
         blocks=2, step_size=pymf.PolynomialDecay(1e-3, 0.51)), n_samples=60, thin=3, seed=seed)
     assert_same_chain(distributed, shared)
-    with pytest.raises(TypeError, match="HAMCMC cannot sample over MPI a TweedieNMF model"):
-        pymf.mpi.sample(pymf.TweedieNMF(4), V, pymf.HAMCMC(), 10)
+    with pytest.raises(TypeError, match="LD cannot sample over MPI a TweedieNMF model"):
+        pymf.mpi.sample(pymf.TweedieNMF(4), V, pymf.LD(), 10)
 
 
 def test_ring_equals_shared_memory_sparse_permuted(tmp_path):

@@ -33,9 +33,25 @@ SCALE_DOWN = [
 ]
 
 
+# each Python block of the README, by the heading of its section (the test fails on a new
+# block until it is named here)
+SECTIONS = {"python": "Python", "baselines": "Baselines",
+            "bpmf": "Bayesian PMF with distributed SGLD",
+            "hamcmc": "HAMCMC: stochastic quasi-Newton Langevin",
+            "hamcmc_mf": "HAMCMC for matrix factorisation", "sibm": "SIBM:", "ibp": "IBP:"}
+
+
 def _blocks():
     text = open(README, encoding="utf-8").read()
-    return re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
+    found = {}
+    for section in re.split(r"^## ", text, flags=re.M)[1:]:
+        heading = section.splitlines()[0]
+        for code in re.findall(r"^```python\n(.*?)^```", section, flags=re.S | re.M):
+            names = [n for n, prefix in SECTIONS.items() if heading.startswith(prefix)]
+            assert len(names) == 1 and names[0] not in found, \
+                f"a Python block under '## {heading}' that this test does not know"
+            found[names[0]] = code
+    return found
 
 
 def _scaled(code, used):
@@ -48,7 +64,7 @@ def _scaled(code, used):
 @pytest.fixture(scope="module")
 def blocks():
     found = _blocks()
-    assert len(found) == 6, f"the README has {len(found)} Python blocks; this test knows 6"
+    assert set(found) == set(SECTIONS), f"README Python blocks: {sorted(found)}"
     return found
 
 
@@ -63,7 +79,7 @@ def _run(codes, tmp_path, monkeypatch, namespace=None):
 
 
 def test_nmf_and_baselines(blocks, tmp_path, monkeypatch):
-    ns, used = _run(blocks[:2], tmp_path, monkeypatch)
+    ns, used = _run([blocks["python"], blocks["baselines"]], tmp_path, monkeypatch)
     assert ns["res"].kind == "nmf_samples" and ns["fit"].kind == "nmf_fit"
     assert (tmp_path / "run.npz").exists() and (tmp_path / "result_dir").is_dir()
     assert all(used[:6]), [p for (p, _), n in zip(SCALE_DOWN[:6], used[:6]) if not n]
@@ -71,26 +87,32 @@ def test_nmf_and_baselines(blocks, tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not os.path.exists(MOVIELENS), reason="MovieLens-100K is not in ../shared/data")
 def test_bpmf(blocks, tmp_path, monkeypatch):
-    ns, used = _run(["import pymf\n", blocks[2]], tmp_path, monkeypatch, {"MOVIELENS": MOVIELENS})
+    ns, used = _run(["import pymf\n", blocks["bpmf"]], tmp_path, monkeypatch, {"MOVIELENS": MOVIELENS})
     assert ns["res"].kind == "bpmf_samples" and ns["fit"].kind == "bpmf_fit"
     assert all(used[6:10]), [p for (p, _), n in zip(SCALE_DOWN[6:10], used[6:10]) if not n]
 
 
 def test_hamcmc(blocks, tmp_path, monkeypatch):
-    ns, used = _run(["import pymf\n", blocks[3]], tmp_path, monkeypatch)
+    ns, used = _run(["import pymf\n", blocks["hamcmc"]], tmp_path, monkeypatch)
     assert ns["res"].samples.shape[-1] == 5
     assert all(used[10:12]), [p for (p, _), n in zip(SCALE_DOWN[10:12], used[10:12]) if not n]
 
 
+def test_hamcmc_mf(blocks, tmp_path, monkeypatch):
+    ns, _ = _run([blocks["hamcmc_mf"]], tmp_path, monkeypatch)
+    assert ns["res"].kind == "nmf_samples" and ns["res"].params["sampler"]["sampler"] == "hamcmc"
+    assert ns["res"].n_kept == 100 and ns["res"].trace["test_rmse"][-1] < 1.5
+
+
 def test_sibm(blocks, tmp_path, monkeypatch):
-    ns, used = _run(["import pymf\n", blocks[4]], tmp_path, monkeypatch)
+    ns, used = _run(["import pymf\n", blocks["sibm"]], tmp_path, monkeypatch)
     assert ns["res"].kind == "sibm_fit" and ns["vb"].iterations == 2
     assert ns["p"].shape == ns["sd"].shape == ns["test"][0].shape
     assert all(used[12:]), [p for (p, _), n in zip(SCALE_DOWN[12:], used[12:]) if not n]
 
 
 def test_ibp(blocks, tmp_path, monkeypatch):
-    ns, _ = _run(["import pymf\n", blocks[5]], tmp_path, monkeypatch)
+    ns, _ = _run(["import pymf\n", blocks["ibp"]], tmp_path, monkeypatch)
     assert ns["res"].kind == ns["gibbs"].kind == "ibp_samples"
     assert len(ns["res"].Z_samples) == 100 and (tmp_path / "features.png").exists()
 

@@ -253,3 +253,20 @@ int pymf_choose_part(pymf_part_order order, int n_blocks, const int64_t *part_si
     }
     return n_blocks - 1;
 }
+
+pymf_status pymf_set_part_totals(int n_blocks, int64_t n_observed, const int64_t *part_sizes,
+                                 int64_t *sizes, int64_t *total, pymf_error *err)
+{
+    int64_t sum = 0;
+    for (int p = 0; p < n_blocks; ++p) {
+        if (part_sizes[p] < 0)
+            return pymf_fail(err, PYMF_EINVAL, "part sizes must be >= 0");
+        sum += part_sizes[p];
+    }
+    if (n_observed <= 0 || sum != n_observed)
+        return pymf_fail(err, PYMF_EINVAL, "the part sizes (sum %lld) must add up to N = %lld > 0",
+                         (long long)sum, (long long)n_observed);
+    memcpy(sizes, part_sizes, sizeof(int64_t) * (size_t)n_blocks);
+    *total = n_observed;
+    return PYMF_OK;
+}

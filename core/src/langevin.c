@@ -112,19 +112,8 @@ pymf_langevin *pymf_langevin_create(const pymf_nmf_model *model, const pymf_bloc
 pymf_status pymf_langevin_set_totals(pymf_langevin *s, int64_t n_observed,
                                      const int64_t *part_sizes, pymf_error *err)
 {
-    const int B = s->data->grid->n_blocks;
-    int64_t sum = 0;
-    for (int p = 0; p < B; ++p) {
-        if (part_sizes[p] < 0)
-            return pymf_fail(err, PYMF_EINVAL, "part sizes must be >= 0");
-        sum += part_sizes[p];
-    }
-    if (n_observed <= 0 || sum != n_observed)
-        return pymf_fail(err, PYMF_EINVAL, "the part sizes (sum %lld) must add up to N = %lld > 0",
-                         (long long)sum, (long long)n_observed);
-    memcpy(s->part_sizes, part_sizes, sizeof(int64_t) * (size_t)B);
-    s->n_observed = n_observed;
-    return PYMF_OK;
+    return pymf_set_part_totals(s->data->grid->n_blocks, n_observed, part_sizes, s->part_sizes,
+                                &s->n_observed, err);
 }
 
 void pymf_langevin_get_cols(const pymf_langevin *s, int64_t c0, int64_t c1, double *out)

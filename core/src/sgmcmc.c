@@ -321,7 +321,7 @@ static void add_pair(pymf_sgmcmc *s, const int64_t *batch, const double *from,
         py[k] = s->grad2[k] - grad_from[k] + s->config.lambda * ps[k];
     }
     double sy;
-    if (!pymf_lbfgs_pair_usable(D, ps, py, &sy))
+    if (!pymf_lbfgs_pair_usable(D, ps, py, NULL, &sy))
         ++s->skipped_pairs;
     ++s->n_pairs;
 }
@@ -349,9 +349,9 @@ pymf_status pymf_sgmcmc_run(pymf_sgmcmc *s, int64_t n_iter, const double *eps, d
         gradient(s, from, batch, s->grad, kind == PYMF_SGMCMC_PSGLD ? s->mean_lik : NULL);
         if (quasi_newton) {
             pymf_lbfgs_apply(D, s->n_pairs, s->pair_s, s->pair_y, s->config.gamma, s->grad,
-                             s->step, s->work);
+                             s->step, s->work, NULL);
             pymf_lbfgs_sqrt_apply(D, s->n_pairs, s->pair_s, s->pair_y, s->config.gamma,
-                                  s->noise, s->root_noise, s->work);
+                                  s->noise, s->root_noise, s->work, NULL);
             for (int k = 0; k < D; ++k)
                 s->next[k] = from[k] - e * s->step[k] + root * s->root_noise[k];
         } else if (kind == PYMF_SGMCMC_PSGLD) {

@@ -28,14 +28,21 @@ holds everything the C chain carries (HAMCMC's window of M samples and its L-BFG
 PreconditionedSGLD's V), so a resumed run equals an uninterrupted one bit for bit.
 res.save / pymf.load work as elsewhere. test= is not taken (the posterior is known exactly).
 
-Not done yet: HAMCMC for matrix factorisation (distributed like PSGLD).
+Matrix factorisation: pymf.HAMCMC also samples pymf.TweedieNMF models (pymf.hamcmc.mf), its
+minibatches the parts of PSGLD's block grid, and over MPI (pymf.hamcmc.mpi: pymf.mpi.sample
+on B ranks equals pymf.sample with blocks=B bit for bit).
 """
 from pymf.engine.registry import register, register_result
+from pymf.hamcmc.mf import sample_mf
+from pymf.hamcmc.mpi import sample_mpi
 from pymf.hamcmc.models import LinearGaussian
 from pymf.hamcmc.result import LinearResult
 from pymf.hamcmc.samplers import HAMCMC, SGRLD, PreconditionedSGLD
 from pymf.hamcmc.sampling import sample_linear
 from pymf.langevin import SGLD
+from pymf.nmf.models import TweedieNMF
 
 register("sample", LinearGaussian, (HAMCMC, PreconditionedSGLD, SGRLD, SGLD), sample_linear)
+register("sample", TweedieNMF, HAMCMC, sample_mf)
+register("mpi", TweedieNMF, HAMCMC, sample_mpi)
 register_result(LinearResult, legacy_kinds=("linear",))

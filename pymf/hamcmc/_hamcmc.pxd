@@ -68,7 +68,15 @@ cdef extern from "pymf/sgmcmc.h" nogil:
 
 
 cdef extern from "pymf/lbfgs.h" nogil:
+    ctypedef struct pymf_lbfgs_inner:
+        pass
+
     int pymf_lbfgs_apply(int dim, int n_pairs, const double *S, const double *Y, double gamma,
-                         const double *g, double *out, double *work)
+                         const double *g, double *out, double *work,
+                         const pymf_lbfgs_inner *inner)
     int pymf_lbfgs_sqrt_apply(int dim, int n_pairs, const double *S, const double *Y,
-                              double gamma, const double *z, double *out, double *work)
+                              double gamma, const double *z, double *out, double *work,
+                              const pymf_lbfgs_inner *inner)
+    int pymf_lbfgs_gram_products(int m, const double *gram, double gamma, double *step,
+                                 double *noise, int *usable, double *work)
+    int pymf_lbfgs_gram_work(int m)

@@ -90,9 +90,9 @@ def _lbfgs_product(S, Y, double gamma, v, bint root):
     cdef const double *sp = &s[0, 0] if n else NULL
     cdef const double *yp = &y[0, 0] if n else NULL
     if root:
-        used = pymf_lbfgs_sqrt_apply(D, n, sp, yp, gamma, &vv[0], &o[0], &w[0])
+        used = pymf_lbfgs_sqrt_apply(D, n, sp, yp, gamma, &vv[0], &o[0], &w[0], NULL)
     else:
-        used = pymf_lbfgs_apply(D, n, sp, yp, gamma, &vv[0], &o[0], &w[0])
+        used = pymf_lbfgs_apply(D, n, sp, yp, gamma, &vv[0], &o[0], &w[0], NULL)
     return out, used
 
 

@@ -3,7 +3,8 @@ families: pymf.langevin)."""
 import math
 import numbers
 
-from pymf.engine.checks import batch_count, check_batch_size, check_real
+from pymf.engine.checks import (batch_count, check_batch_size, check_blocks, check_flag,
+                                check_real, check_threads)
 from pymf.engine.steps import as_step_size
 
 
@@ -30,11 +31,23 @@ class _StochasticGradientMCMC:
 class HAMCMC(_StochasticGradientMCMC):
     """Hessian-approximated MCMC: memory M >= 2 (the paper uses 2-5), H^0 = gamma I, and
     lam added to the curvature pairs (y += lam s: an L-BFGS of (Hessian + lam I)^-1, which
-    keeps H positive definite when minibatch curvature is not)."""
+    keeps H positive definite when minibatch curvature is not).
+
+    On a LinearGaussian model each iteration draws batch_size entries (None: all of them).
+    On a TweedieNMF model (pymf.hamcmc.mf) the minibatches are the parts of a blocks x blocks
+    grid, as PSGLD's (permute: shuffle rows and columns before cutting), the blocks of a
+    part run on n_threads OpenMP threads (None: all), and batch_size is not used;
+    blocks=None there means min(16, I, J) pieces. part_order "random" (the default; part p
+    with probability |Pi_p| / N, as in the paper) or "cyclic": HAMCMC moves theta_{t-M}, so
+    its samples form M interleaved sub-chains, and with cyclic parts sub-chain t mod M only
+    ever sees the parts t - 1 mod B; unless gcd(M, B) = 1 some parts are never seen by a
+    sub-chain and it samples another posterior, so that pairing is refused.
+    """
 
     kind = "hamcmc"
 
-    def __init__(self, memory=2, gamma=1.0, lam=0.0, step_size=1e-3, batch_size=0.01):
+    def __init__(self, memory=2, gamma=1.0, lam=0.0, step_size=1e-3, batch_size=0.01,
+                 blocks=None, part_order="random", permute=False, n_threads=None):
         super().__init__(step_size, batch_size)
         if isinstance(memory, bool) or not isinstance(memory, numbers.Integral) \
                 or not 2 <= memory <= 64:
@@ -45,13 +58,26 @@ class HAMCMC(_StochasticGradientMCMC):
                 or not (math.isfinite(lam) and lam >= 0):
             raise ValueError(f"lam must be >= 0 and finite, got {lam!r}")
         self.lam = float(lam)
+        # the matrix-factorisation settings (pymf.hamcmc.mf)
+        self.blocks = None if blocks is None else check_blocks(blocks)
+        if part_order not in ("cyclic", "random"):
+            raise ValueError(f"part_order must be 'cyclic' or 'random', got {part_order!r}")
+        self.part_order = part_order
+        self.permute = check_flag(permute, "permute")
+        self.n_threads = check_threads(n_threads)
 
     def chain_options(self):
         return {"memory": self.memory, "gamma": self.gamma, "lam": self.lam}
 
+    def grid_params(self):
+        """The matrix-factorisation settings, recorded in a TweedieNMF run's params."""
+        return {"blocks": self.blocks, "part_order": self.part_order, "permute": self.permute,
+                "n_threads": self.n_threads}
+
     def __repr__(self):
+        grid = "" if self.blocks is None else f", blocks={self.blocks}"
         return (f"HAMCMC(memory={self.memory}, gamma={self.gamma}, lam={self.lam}, "
-                f"step_size={self.step_size!r}, batch_size={self._batch})")
+                f"step_size={self.step_size!r}, batch_size={self._batch}{grid})")
 
 
 class PreconditionedSGLD(_StochasticGradientMCMC):

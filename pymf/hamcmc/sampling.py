@@ -37,6 +37,9 @@ def sample_linear(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, 
     pymf.sample (test= is not supported for this model: its posterior is known exactly)."""
     if test is not None:
         raise ValueError("test= is not supported for LinearGaussian models")
+    if getattr(sampler, "blocks", None) is not None:
+        raise ValueError("blocks= sets HAMCMC's block grid on a TweedieNMF model; a "
+                         "LinearGaussian model's minibatches are set by batch_size=")
     A, x = model.check_data(data)
     N, D = A.shape
     n_samples, burnin, thin = check_run_length(n_samples, burnin, thin)

@@ -195,6 +195,8 @@ class RingKernel(FactorKernel):
     the call began and run up to the iteration before it, so that every rank holds the last
     finite state, as the shared-memory chain does, and raise DivergenceError together."""
 
+    any_part_order = False  # PSGLD's ring passes H pieces to the left: cyclic parts only
+
     def __init__(self, comm, chain, grid, model, test, row_start, col_start):
         super().__init__(chain, grid, model, test)
         self.comm = comm
@@ -216,16 +218,27 @@ class RingKernel(FactorKernel):
     def run(self, steps):
         self._loglik = self._gathered = None
         start = self.counter
-        W_grid, Ht_grid, _ = self.chain.get_state()  # where to go back to after a divergence
+        saved = self._save()  # where to go back to after a divergence
         first = self._first_divergence(self._ring(steps))
         if first:
-            self.chain.set_state(W_grid, Ht_grid, start)
-            self.held = (self.rank + start) % self.B
+            self._rewind(saved, start)
             if self._ring(steps[:first - start - 1]):
                 raise RuntimeError("the ring diverged again where it had not before")
             raise DivergenceError(
                 f"the chain diverged at iteration {first} (a parameter became infinite or NaN; "
                 "try a smaller step size); the last finite state is kept", iteration=first)
+
+    def _save(self):
+        """What _rewind needs to bring this rank's chain back to where a call began."""
+        return self.chain.get_state()[:2]
+
+    def _rewind(self, saved, start):
+        self.chain.set_state(saved[0], saved[1], start)
+        self.held = (self.rank + start) % self.B
+
+    def _held_pieces(self):
+        """The column piece each rank holds now (rank order)."""
+        return [(r + self.counter) % self.B for r in range(self.B)]
 
     def _ring(self, steps):
         """Run the ring through steps; returns the first iteration whose update of this
@@ -278,9 +291,7 @@ class RingKernel(FactorKernel):
             c0, c1 = self._cols(self.held)
             H_local = np.empty((c1 - c0, K))
             self.chain.get_cols(c0, c1, H_local)
-            t = self.counter
-            Ht_full = _gather_pieces(self.comm, H_local, self.col_start,
-                                     [(r + t) % B for r in range(B)], K)
+            Ht_full = _gather_pieces(self.comm, H_local, self.col_start, self._held_pieces(), K)
             self._gathered = (W_full, Ht_full)
         return self._gathered
 
@@ -323,10 +334,12 @@ class RingKernel(FactorKernel):
 # ------------------------------------------------------------------ the sampler ---------
 def sample_ring(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, out_dir=None,
                 test=None, init=None, trace_every=None, keep_samples=True, checkpoint=None,
-                checkpoint_every=None, progress=None, callback=None, comm=None):
+                checkpoint_every=None, progress=None, callback=None, comm=None,
+                chain_factory=make_chain, kernel_class=None):
     """PSGLD with B = comm.size ranks = sampler.blocks (call on every rank); returns the
     SampleResult (every rank loads it from out_dir, which all ranks must see). The ring runs
-    cyclic parts with the sampler's step size, threads and permutation.
+    cyclic parts with the sampler's step size, threads and permutation. chain_factory and
+    kernel_class: another sampler's ring on the same set-up (HAMCMC: pymf.hamcmc.mpi).
 
     data: an array / Ratings / scipy.sparse (every rank passes the same object and keeps
     only its row piece), a path to a .npy matrix or a MovieLens file (a shared file), or
@@ -337,12 +350,14 @@ def sample_ring(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ou
     """
     from mpi4py import MPI
 
+    kernel_class = RingKernel if kernel_class is None else kernel_class
     comm = comm or MPI.COMM_WORLD
     rank, B = comm.rank, comm.size
     if sampler.blocks != B:
         raise ValueError(f"blocks={sampler.blocks} but the job has {B} ranks: the MPI ring "
                          "needs one rank per block (run mpiexec -n BLOCKS)")
-    if sampler.part_order != "cyclic" or sampler.backend != "cpu":
+    if (sampler.part_order != "cyclic" and not kernel_class.any_part_order) \
+            or sampler.backend != "cpu":
         raise ValueError("the MPI ring runs cyclic parts on the CPU: PSGLD(part_order='cyclic', "
                          "backend='cpu')")
     if out_dir is None:
@@ -385,7 +400,8 @@ def sample_ring(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ou
                           dtype=np.int64)
     abs_sum = comm.allreduce(float(np.sum(np.abs(values))), op=MPI.SUM)
     batch = sampler.batch_size(n_observed)
-    chain = make_chain(sampler, local, model, noise_seed, schedule_seed, batch, only_row_block=rank)
+    chain = chain_factory(sampler, local, model, noise_seed, schedule_seed, batch,
+                          only_row_block=rank)
     chain.set_totals(n_observed, part_sizes)
     if init is None:
         W0, H0 = model.init_factors(shape, None, init_rng, data_mean=abs_sum / n_observed)
@@ -415,8 +431,8 @@ def sample_ring(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ou
         fh.write(str(os.getpid()))
 
     row_start, col_start = local.row_start, local.col_start
-    kernel = RingKernel(comm, chain, grid, model, test if rank == 0 else None, row_start,
-                        col_start)
+    kernel = kernel_class(comm, chain, grid, model, test if rank == 0 else None, row_start,
+                          col_start)
 
     def on_rank0(info):
         # a KeyboardInterrupt raised by the callback is a Ctrl-C (as in shared memory): every

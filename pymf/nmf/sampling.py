@@ -11,8 +11,10 @@ from pymf.nmf.kernel import (FactorKernel, GridMap, blocked_data, check_init, ma
 from pymf.nmf.result import FitResult, SampleResult
 
 
-def _setup(model, data, sampler, seed, init, test):
-    """Validated data, the kernel at its starting state, and the run's recorded facts."""
+def _setup(model, data, sampler, seed, init, test, chain_factory=make_chain):
+    """Validated data, the kernel at its starting state, and the run's recorded facts.
+    chain_factory: make_chain's signature; another family's sampler of this model (HAMCMC)
+    passes its own."""
     observed = as_observed(data)
     model.check_data(observed)
     test = prepare_test(test, observed.shape)
@@ -27,7 +29,7 @@ def _setup(model, data, sampler, seed, init, test):
     data = blocked_data(observed, n_blocks, sampler.permute, permute_seed)
     grid = GridMap(data)
     batch = sampler.batch_size(data.n_observed)
-    chain = make_chain(sampler, data, model, noise_seed, schedule_seed, batch)
+    chain = chain_factory(sampler, data, model, noise_seed, schedule_seed, batch)
     if init is None:
         W0, H0 = model.init_factors(shape, observed, init_rng)
     else:
@@ -41,8 +43,11 @@ def _setup(model, data, sampler, seed, init, test):
 
 def sample_nmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, init=None,
                test=None, trace_every=None, sample_dir=None, keep_samples=True,
-               checkpoint=None, checkpoint_every=None, progress=None, callback=None):
-    """pymf.sample for a TweedieNMF model; returns a SampleResult (see pymf.sample)."""
+               checkpoint=None, checkpoint_every=None, progress=None, callback=None,
+               chain_factory=make_chain, kernel_class=FactorKernel):
+    """pymf.sample for a TweedieNMF model; returns a SampleResult (see pymf.sample).
+    chain_factory and kernel_class: another family's sampler of this model (HAMCMC) runs
+    its own C chain and kernel through this same set-up."""
     n_samples, burnin, thin = check_run_length(n_samples, burnin, thin)
     trace_every = thin if trace_every is None else check_count(trace_every, "trace_every", 1)
     if getattr(sampler, "backend", "cpu") == "cuda":
@@ -53,8 +58,8 @@ def sample_nmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ini
     plan = driver.Plan(n_samples, burnin, thin, trace_every, checkpoint_every,
                        trace_at_start=True)
     observed, test, grid, chain, seed, facts, fingerprint = _setup(model, data, sampler, seed,
-                                                                   init, test)
-    kernel = FactorKernel(chain, grid, model, test)
+                                                                   init, test, chain_factory)
+    kernel = kernel_class(chain, grid, model, test)
     params = sample_params(facts, n_samples, burnin, thin, sampler, test)
 
     def make_result(record):

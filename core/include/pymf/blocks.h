@@ -67,6 +67,12 @@ typedef enum { PYMF_PARTS_CYCLIC = 0, PYMF_PARTS_RANDOM = 1 } pymf_part_order;
 int pymf_choose_part(pymf_part_order order, int n_blocks, const int64_t *part_sizes,
                      int64_t n_observed, uint64_t stream_seed, int64_t t, gsl_rng *rng);
 
+/* Distributed runs, whose data holds one row piece: checks that part_sizes (n_blocks
+ * entries, each >= 0) add up to n_observed > 0, then copies them into sizes and *total
+ * (nothing is written when they are refused). */
+pymf_status pymf_set_part_totals(int n_blocks, int64_t n_observed, const int64_t *part_sizes,
+                                 int64_t *sizes, int64_t *total, pymf_error *err);
+
 /* Column piece that row piece b works on in part p. */
 static inline int pymf_part_column(int n_blocks, int part, int b) { return (b + part) % n_blocks; }
 

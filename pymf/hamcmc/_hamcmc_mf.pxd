@@ -1,0 +1,58 @@
+# core/include/pymf/hamcmc_mf.h: HAMCMC for Tweedie matrix factorisation on the block grid.
+from libc.stdint cimport int64_t, uint64_t
+
+from pymf._core cimport pymf_error, pymf_status
+from pymf.nmf._blocks cimport pymf_blocked_data, pymf_part_order
+from pymf.nmf._chain cimport pymf_nmf_model
+
+
+cdef extern from "pymf/hamcmc_mf.h" nogil:
+    ctypedef struct pymf_hamcmc_mf_config:
+        int memory
+        double gamma
+        double lambda_ "lambda"
+        pymf_part_order part_order
+        uint64_t noise_seed
+        uint64_t schedule_seed
+        int n_threads
+        int only_row_block
+
+    ctypedef struct pymf_hamcmc_mf:
+        pass
+
+    pymf_hamcmc_mf *pymf_hamcmc_mf_create(const pymf_nmf_model *model,
+                                          const pymf_blocked_data *data,
+                                          const pymf_hamcmc_mf_config *config, pymf_error *err)
+    void pymf_hamcmc_mf_destroy(pymf_hamcmc_mf *s)
+    pymf_status pymf_hamcmc_mf_start(pymf_hamcmc_mf *s, const double *W, const double *Ht,
+                                     pymf_error *err)
+    void pymf_hamcmc_mf_get_state(const pymf_hamcmc_mf *s, double *W, double *Ht, int64_t *t)
+    void pymf_hamcmc_mf_set_threads(pymf_hamcmc_mf *s, int n_threads)
+    int64_t pymf_hamcmc_mf_skipped_pairs(const pymf_hamcmc_mf *s)
+    int pymf_hamcmc_mf_part(const pymf_hamcmc_mf *s, int64_t t)
+    pymf_status pymf_hamcmc_mf_run(pymf_hamcmc_mf *s, int64_t n_iter, const double *eps,
+                                   pymf_error *err)
+    pymf_status pymf_hamcmc_mf_loglik(const pymf_hamcmc_mf *s, double *out, pymf_error *err)
+    pymf_status pymf_hamcmc_mf_grad_potential(pymf_hamcmc_mf *s, const double *W,
+                                              const double *Ht, int part, double *gW,
+                                              double *gHt, pymf_error *err)
+    pymf_status pymf_hamcmc_mf_products(pymf_hamcmc_mf *s, const double *gW, const double *gHt,
+                                        const double *zW, const double *zHt, double *hgW,
+                                        double *hgHt, double *szW, double *szHt, int *used,
+                                        pymf_error *err)
+    int pymf_hamcmc_mf_gram_len(const pymf_hamcmc_mf *s)
+    pymf_status pymf_hamcmc_mf_begin(pymf_hamcmc_mf *s, double *partial, pymf_error *err)
+    pymf_status pymf_hamcmc_mf_finish(pymf_hamcmc_mf *s, double eps, const double *partials,
+                                      pymf_error *err)
+    pymf_status pymf_hamcmc_mf_set_totals(pymf_hamcmc_mf *s, int64_t n_observed,
+                                          const int64_t *part_sizes, pymf_error *err)
+    int64_t pymf_hamcmc_mf_piece_len(const pymf_hamcmc_mf *s, int c)
+    void pymf_hamcmc_mf_get_piece(const pymf_hamcmc_mf *s, int c, double *out)
+    void pymf_hamcmc_mf_set_piece(pymf_hamcmc_mf *s, int c, const double *inp)
+    void pymf_hamcmc_mf_set_cols(pymf_hamcmc_mf *s, int64_t c0, int64_t c1, const double *inp)
+    int pymf_hamcmc_mf_planes(const pymf_hamcmc_mf *s)
+    void pymf_hamcmc_mf_export(const pymf_hamcmc_mf *s, double *W_planes, double *Ht_planes,
+                               int64_t *t, int64_t *skipped_pairs)
+    pymf_status pymf_hamcmc_mf_import(pymf_hamcmc_mf *s, const double *W_planes,
+                                      const double *Ht_planes, int64_t t, int64_t skipped_pairs,
+                                      pymf_error *err)
