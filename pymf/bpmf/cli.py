@@ -20,6 +20,11 @@ from pymf.engine.steps import AnnealedStep
 BPMF_HELP = "Bayesian PMF by DSGLD, SGLD or Gibbs"
 
 
+def _tau(text):
+    """--tau: 'sample' or a number."""
+    return text if text == "sample" else float(text)
+
+
 def bpmf_arguments(parser):
     """The options of a BPMF run, shared by `pymf bpmf` and `python -m pymf.mpi dsgld`."""
     cliutil.add_data(parser, required=True,
@@ -30,7 +35,9 @@ def bpmf_arguments(parser):
                         help="random seed of the train/test split")
     parser.add_argument("--rank", type=int, default=10,
                         help="rank D of the user and item factors")
-    parser.add_argument("--tau", type=float, default=2.0, help="precision of the ratings' noise")
+    parser.add_argument("--tau", type=_tau, default="sample",
+                        help="precision of the ratings' noise: 'sample' (Gamma(alpha0, beta0) "
+                             "prior, drawn with the other precisions) or a fixed number")
     parser.add_argument("--alpha0", type=float, default=1.0,
                         help="shape of the Gamma prior of every precision")
     parser.add_argument("--beta0", type=float, default=1.0,

@@ -17,6 +17,17 @@ def _sum_sq(x):
     return float(np.einsum("i,i->", x, x))
 
 
+def precision_stats(lambdas, model):
+    """The per-draw summary of a chain's precisions lam_u[D], lam_v[D], lam_a, lam_b, tau
+    (tau only when it is sampled: a fixed one is no draw)."""
+    D = model.rank
+    stats = {"lam_u_mean": lambdas[:D].mean(), "lam_v_mean": lambdas[D:2 * D].mean(),
+             "lam_a": lambdas[2 * D], "lam_b": lambdas[2 * D + 1]}
+    if model.sample_tau:
+        stats["tau"] = lambdas[2 * D + 2]
+    return stats
+
+
 def _rmse(sq_error, n):
     return math.sqrt(sq_error / n) if n else float("nan")
 
@@ -72,7 +83,10 @@ class ChainsKernel(Kernel):
         test = float("nan")
         if test_mean is not None:
             test = _rmse(_sum_sq(test_mean - self.test.values), self.test.nnz)
-        return {"train_rmse": train, "test_rmse": test}
+        point = {"train_rmse": train, "test_rmse": test}
+        if self.model.sample_tau:
+            point["tau"] = float(np.mean([self.state(c)[4]["tau"] for c in range(self.n_chains)]))
+        return point
 
     def snapshot(self):
         return self.checkpoint_state()
@@ -121,7 +135,8 @@ class BPMFKernel(ChainsKernel):
             if sampler.hyperprior == "wishart":
                 hyper[D:D + D * D] = np.eye(D).ravel() * model.init_precision
                 hyper[2 * D + D * D:2 * D + 2 * D * D] = np.eye(D).ravel() * model.init_precision
-                hyper[-2:] = model.init_precision
+                hyper[-3:-1] = model.init_precision
+                hyper[-1] = model.initial_tau
             else:
                 hyper[:] = lambdas
             self.c.set_state(U, V, a, b, hyper, 0)
@@ -192,11 +207,11 @@ class BPMFKernel(ChainsKernel):
                 lam_v = np.diag(hyper[2 * D + D * D:2 * D + 2 * D * D].reshape(D, D))
             else:
                 lam_u, lam_v = hyper[:D], hyper[D:2 * D]
-            return U, V, a, b, {"lam_u_mean": lam_u.mean(), "lam_v_mean": lam_v.mean(),
-                                "lam_a": hyper[-2], "lam_b": hyper[-1]}
+            stats = {"lam_u_mean": lam_u.mean(), "lam_v_mean": lam_v.mean(),
+                     "lam_a": hyper[-3], "lam_b": hyper[-2]}
+            if self.model.sample_tau:
+                stats["tau"] = hyper[-1]
+            return U, V, a, b, stats
         p = self.c.get_state(chain)
-        D = self.model.rank
         U, V, a, b = self.layout.to_original(p.U, p.V, p.a, p.b)
-        lam = p.lambdas
-        return U, V, a, b, {"lam_u_mean": lam[:D].mean(), "lam_v_mean": lam[D:2 * D].mean(),
-                            "lam_a": lam[2 * D], "lam_b": lam[2 * D + 1]}
+        return U, V, a, b, precision_stats(p.lambdas, self.model)
