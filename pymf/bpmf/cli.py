@@ -137,6 +137,9 @@ def cmd_bpmf(args):
                "final_test_rmse": float(result.trace["test_rmse"][-1]) if test is not None else None,
                "final_train_rmse": float(result.trace["train_rmse"][-1]),
                "kept_samples": result.test_count, "burnin_end": result.burnin_end}
+    if test is not None and result.test_count:
+        # the fraction of held-out ratings inside their central posterior predictive intervals
+        summary["coverage"] = {str(level): value for level, value in result.coverage(test).items()}
     with open(os.path.join(args.out, "summary.json"), "w") as fh:
         json.dump(summary, fh, indent=2)
     print(json.dumps(summary))

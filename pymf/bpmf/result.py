@@ -99,6 +99,28 @@ class BPMFResult(Result):
             taus = np.asarray(self.trace.get("tau", [np.nan])[-1:])
         return float(np.mean(1.0 / taus))
 
+    def predictive_draws(self, rows, cols, rng, max_draws):
+        """New ratings of the entries from up to max_draws kept draws (evenly spread over
+        draws and chains): each draw's expected rating plus N(0, 1/tau) noise with that
+        draw's tau. None if no samples were kept."""
+        if self.samples is None:
+            return None
+        rows, cols = entry_ids(rows, cols, (self.last_state["U"].shape[1],
+                                            self.last_state["V"].shape[1]), ("user", "item"))
+        s = self.samples
+        n_kept, n_chains = s["U"].shape[:2]
+        pairs = [(k, c) for k in range(n_kept) for c in range(n_chains)]
+        pick = np.unique(np.linspace(0, len(pairs) - 1, min(max_draws, len(pairs))).astype(int))
+        taus = np.asarray(self.draw_stats["tau"]) if self.tau == "sample" else None
+        out = np.empty((len(pick), len(rows)))
+        for n, index in enumerate(pick):
+            k, c = pairs[index]
+            tau = self.tau if taus is None else taus[k, c]
+            out[n] = (self.mean_rating + np.einsum("nd,nd->n", s["U"][k, c][rows], s["V"][k, c][cols])
+                      + s["a"][k, c][rows] + s["b"][k, c][cols]
+                      + rng.normal(0.0, 1.0 / np.sqrt(tau), len(rows)))
+        return out
+
     def predictive_moments(self, rows, cols):
         """Posterior predictive mean and sd of new ratings (noise included): the family's
         hook for Result.coverage."""

@@ -18,7 +18,7 @@ from pymf.engine.api import fit, sample
 from pymf.engine.steps import PolynomialDecay
 from pymf.errors import DivergenceError
 from pymf.langevin import DSGD, LD, SGD, SGLD
-from pymf.nmf.models import TweedieNMF
+from pymf.nmf.models import TweedieNMF, has_predictive_draws
 from pymf.nmf.samplers import PSGLD, Gibbs
 
 SAMPLE_HELP = "sample the posterior of a matrix factorisation"
@@ -184,6 +184,9 @@ def cmd_sample(args):
     }
     if "test_rmse" in result.trace:
         summary["final_test_rmse"] = float(result.trace["test_rmse"][-1])
+    if test is not None and result.n_kept and has_predictive_draws(model.beta):
+        # the fraction of held-out values inside their central posterior predictive intervals
+        summary["coverage"] = {str(level): value for level, value in result.coverage(test).items()}
     if args.plot:
         summary["plot"] = _plot_trace(result, os.path.join(args.out, "trace.png"))
     with open(os.path.join(args.out, "summary.json"), "w") as fh:
@@ -191,7 +194,9 @@ def cmd_sample(args):
     print(json.dumps(summary, indent=2))
     print(f"\n{sampler.kind}: {iterations} iterations in {sampling:.2f} s "
           f"({summary['samples_per_second']} samples/s), final log-likelihood "
-          f"{summary['final_loglik']:.6g}; results in {summary['out']}")
+          f"{summary['final_loglik']:.6g}"
+          + (f", 90% interval coverage {summary['coverage']['0.9']:.3f}" if "coverage" in summary else "")
+          + f"; results in {summary['out']}")
     return 0
 
 
