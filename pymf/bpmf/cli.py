@@ -50,8 +50,9 @@ def bpmf_arguments(parser):
     parser.add_argument("--blocks", default="2", help="B (square), S (column) or P,Q (hybrid)")
     parser.add_argument("--chains", type=int, default=None,
                         help="DSGLD chains (None: the number of orthogonal groups, max(P, Q))")
-    parser.add_argument("--batch-size", type=int, default=1000,
-                        help="DSGLD minibatch: ratings per step, drawn from one block")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="DSGLD minibatch: ratings per step, drawn from one block (None: "
+                             "min(1000, N / (10 P Q)) for N ratings on a P x Q grid)")
     parser.add_argument("--round-length", type=int, default=10,
                         help="DSGLD steps per block between exchanges (one round)")
     parser.add_argument("--eps0", type=float, default=1e-3,

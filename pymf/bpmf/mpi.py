@@ -246,6 +246,7 @@ def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, test=No
     if not isinstance(sampler, DSGLD):
         raise TypeError(f"pymf.bpmf.mpi runs pymf.DSGLD, got {sampler!r}")
     ratings = model.check_data(data)
+    sampler = sampler.for_data(ratings.nnz)
     # seed=None draws fresh entropy once, on the server: every rank must use the same seed
     seed = comm.bcast(resolve_seed(seed) if comm.Get_rank() == 0 else None, root=0)
     setup = _Setup(model, ratings, sampler, seed)

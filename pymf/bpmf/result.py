@@ -103,7 +103,7 @@ class BPMFResult(Result):
         """New ratings of the entries from up to max_draws kept draws (evenly spread over
         draws and chains): each draw's expected rating plus N(0, 1/tau) noise with that
         draw's tau. None if no samples were kept."""
-        if self.samples is None:
+        if self.samples is None or self.n_kept == 0:
             return None
         rows, cols = entry_ids(rows, cols, (self.last_state["U"].shape[1],
                                             self.last_state["V"].shape[1]), ("user", "item"))
@@ -124,6 +124,9 @@ class BPMFResult(Result):
     def predictive_moments(self, rows, cols):
         """Posterior predictive mean and sd of new ratings (noise included): the family's
         hook for Result.coverage."""
+        if self.test_count == 0:
+            raise ValueError("this run kept no draws (stopped in burn-in?): no posterior "
+                             "predictive to check")
         return self.predict(rows, cols, return_std=True, noise=True)
 
     def _family_arrays(self):

@@ -19,6 +19,9 @@ from pymf.engine.seeds import resolve_seed
 from pymf.langevin import DSGD, SGD, SGLD
 
 
+SGLD_ROUND_LENGTH = 50
+
+
 def _without_threads(params):
     """Sampler settings that decide the chains: the thread count (and the MPI layout) do not."""
     return {key: value for key, value in params.items() if key != "n_threads"}
@@ -54,13 +57,15 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, in
     """
     if isinstance(sampler, SGLD):
         n = model.check_data(data).nnz
+        # rounds of 50 steps, the precisions drawn every 10 rounds: SGLD's own schedule
+        # (DSGLD's default rounds became 10 steps long; SGLD's chain did not change)
         sampler = DSGLD(chains=1, split="square", blocks=1, batch_size=sampler.batch_size(n),
-                        step_size=sampler.step_size, n_threads=sampler.n_threads or None)
+                        round_length=SGLD_ROUND_LENGTH, step_size=sampler.step_size,
+                        n_threads=sampler.n_threads or None)
     ratings = model.check_data(data)
     n_samples, burnin, thin = check_run_length(n_samples, burnin, thin)
-    if isinstance(sampler, DSGLD) and sampler.batch_size > ratings.nnz:
-        raise ValueError(f"batch_size={sampler.batch_size} is larger than the {ratings.nnz} "
-                         "training ratings")
+    if isinstance(sampler, DSGLD):
+        sampler = sampler.for_data(ratings.nnz)
     if burnin_rmse is not None and not (isinstance(burnin_rmse, numbers.Real)
                                         and not isinstance(burnin_rmse, bool) and burnin_rmse > 0):
         raise ValueError(f"burnin_rmse must be a positive number, got {burnin_rmse!r}")
