@@ -11,6 +11,7 @@ import pytest
 from mcmc_stats import batch_means, bonferroni_z
 from scipy import stats
 from support import synthetic_ratings as synthetic
+from test_bpmf import _gibbs_chain
 
 import pymf
 from pymf.bpmf import _bpmf
@@ -68,18 +69,6 @@ def test_fixed_tau_is_never_drawn():
     assert np.all(draws == 1.3)
 
 
-def _gibbs_chain(model, R, seed):
-    L, M = R.shape
-    by_user = np.lexsort((R.cols, R.rows))
-    by_item = np.lexsort((R.rows, R.cols))
-    user_ptr = np.concatenate([[0], np.cumsum(np.bincount(R.rows, minlength=L))])
-    item_ptr = np.concatenate([[0], np.cumsum(np.bincount(R.cols, minlength=M))])
-    chain = _bpmf.BPMFGibbsChain(model.c_model(0.0), L, M, user_ptr, R.cols[by_user],
-                                 R.values[by_user], item_ptr, R.rows[by_item], R.values[by_item],
-                                 "gamma", 2.0, None, 1.0, seed, seed + 1, 1)
-    return chain, by_user, by_item
-
-
 def _geweke_tau(noise_factor, n=12000):
     """Geweke's successive-conditional test of the Gibbs sweep with tau sampled: a sweep,
     then fresh ratings given the state (noise precision tau * noise_factor; 1 is right).
@@ -89,7 +78,7 @@ def _geweke_tau(noise_factor, n=12000):
     model = pymf.BPMF(D, alpha0=alpha0, beta0=beta0, mean_rating=0.0)
     rows, cols = np.nonzero(np.ones((L, M)))
     R = pymf.Ratings(rows, cols, np.zeros(L * M), shape=(L, M))
-    chain, by_user, by_item = _gibbs_chain(model, R, seed=31)
+    chain, by_user, by_item = _gibbs_chain(model, R, "gamma", seed=31)
     rng = np.random.default_rng(32)
     chain.set_state(rng.normal(size=(L, D)), rng.normal(size=(M, D)), np.zeros(L), np.zeros(M),
                     np.full(2 * D + 3, alpha0 / beta0), 0)

@@ -48,7 +48,7 @@ def _scaled(code, used):
 @pytest.fixture(scope="module")
 def blocks():
     found = _blocks()
-    assert len(found) == 5, f"the README has {len(found)} Python blocks; this test knows 5"
+    assert len(found) == 6, f"the README has {len(found)} Python blocks; this test knows 6"
     return found
 
 
@@ -87,6 +87,13 @@ def test_sibm(blocks, tmp_path, monkeypatch):
     assert ns["res"].kind == "sibm_fit" and ns["vb"].iterations == 2
     assert ns["p"].shape == ns["sd"].shape == ns["test"][0].shape
     assert all(used[12:]), [p for (p, _), n in zip(SCALE_DOWN[12:], used[12:]) if not n]
+
+
+def test_without_tuning(blocks, tmp_path, monkeypatch):
+    ns, _ = _run(["import pymf\n", blocks[5]], tmp_path, monkeypatch)
+    assert ns["res"].params["auto_step"]["eps"] > 0
+    assert set(ns["res"].coverage(ns["test"])) == {0.5, 0.8, 0.9, 0.95}
+    assert (tmp_path / "calibration.png").exists() and ns["bpmf"].sample_stats["tau"].size
 
 
 # the command-line block: the same options, smaller problems and shorter runs

@@ -7,7 +7,9 @@ import numpy as np
 from pymf.bpmf import _bpmf
 from pymf.bpmf.layout import Layout, _initial_params, bpmf_seeds
 from pymf.bpmf.samplers import DSGLD
+from pymf.engine import autostep
 from pymf.engine.kernel import Kernel
+from pymf.engine.seeds import seed_sequence
 
 
 def _sum_sq(x):
@@ -143,6 +145,44 @@ class BPMFKernel(ChainsKernel):
             self.train_pairs = (ratings.rows.astype(np.int32), ratings.cols.astype(np.int32))
             self.train_values = ratings.values
             self.t = 0
+
+    def auto_step(self, seed):
+        """The step chosen for step_size="auto" (pymf.engine.autostep) at the chains'
+        starting state (chain 0): lambda_max of the full-data log posterior given the
+        precisions, by finite-difference Hessian-vector products; eps0 = half the stability
+        limit, halved while a pilot of PILOT_UNITS rounds of every chain diverges; the
+        chains are put back at their start. Returns (eps0, info)."""
+        start = [self.c.get_state(c) for c in range(self.n_chains)]
+        p0 = start[0]
+        D = self.model.rank
+        shapes = [p0.U.shape, p0.V.shape, p0.a.shape, p0.b.shape]
+        sizes = [int(np.prod(shape)) for shape in shapes]
+
+        def unpack(theta):
+            parts, k = [], 0
+            for shape, n in zip(shapes, sizes):
+                parts.append(theta[k:k + n].reshape(shape))
+                k += n
+            return parts
+
+        def gradient(theta):
+            U, V, a, b = unpack(theta)
+            params = _bpmf.Params(D, U, V, a, b, p0.lambdas)
+            grads = _bpmf.log_posterior(self.layout.c, self.c_model, params)[1:]
+            if not self.model.bias:
+                grads = grads[:2] + (np.zeros_like(a), np.zeros_like(b))
+            return np.concatenate([g.ravel() for g in grads])
+
+        def pilot(eps):
+            try:
+                self.c.run(np.full(autostep.PILOT_UNITS, eps))
+                return all(math.isfinite(self.c.sq_error(c)) for c in range(self.n_chains))
+            finally:
+                for c, p in enumerate(start):
+                    self.c.set_state(c, p.U, p.V, p.a, p.b, p.lambdas, 0)
+
+        theta = np.concatenate([p0.U.ravel(), p0.V.ravel(), p0.a.ravel(), p0.b.ravel()])
+        return autostep.choose(gradient, theta, seed_sequence(seed), pilot)
 
     @property
     def is_gibbs(self):
