@@ -42,3 +42,24 @@ def test_dsgld_with_every_default_works_on_a_small_matrix():
     assert res.params["sampler"]["batch_size"] == batch_rule(train.nnz, 2, 2)
     baseline = np.sqrt(np.mean((test.values - train.values.mean()) ** 2))
     assert res.trace["test_rmse"][-1] < 0.8 * baseline
+
+
+def test_every_cli_option_says_what_it_does_and_shows_its_default():
+    """pymf --help of every subcommand: each optional argument has a help text, and the
+    help formatter appends its default (a required one has none)."""
+    import argparse
+
+    from pymf.cli import build_parser
+    parser = build_parser()
+    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)][0]
+    for name, sub in subparsers.choices.items():
+        text = sub.format_help()
+        for action in sub._actions:
+            if action.help == argparse.SUPPRESS or isinstance(action, argparse._HelpAction):
+                continue
+            assert action.help, (name, action.option_strings)
+            if not action.required and action.option_strings:
+                assert "(default:" in sub.formatter_class(name)._get_help_string(action), \
+                    (name, action.option_strings)
+        if name == "sample":
+            assert "--step" in text and "default: auto" in text

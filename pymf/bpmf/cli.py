@@ -25,6 +25,11 @@ def _tau(text):
     return text if text == "sample" else float(text)
 
 
+def _eps0(text):
+    """--eps0: a number or 'auto'."""
+    return text if text == "auto" else float(text)
+
+
 def bpmf_arguments(parser):
     """The options of a BPMF run, shared by `pymf bpmf` and `python -m pymf.mpi dsgld`."""
     cliutil.add_data(parser, required=True,
@@ -55,8 +60,10 @@ def bpmf_arguments(parser):
                              "min(1000, N / (10 P Q)) for N ratings on a P x Q grid)")
     parser.add_argument("--round-length", type=int, default=10,
                         help="DSGLD steps per block between exchanges (one round)")
-    parser.add_argument("--eps0", type=float, default=1e-3,
-                        help="DSGLD step size eps_t = eps0 (1 + t/kappa)^-0.51 at round t")
+    parser.add_argument("--eps0", type=_eps0, default=1e-3,
+                        help="DSGLD step size eps_t = eps0 (1 + t/kappa)^-0.51 at round t "
+                             "(bench/bpmf_movielens.py's best), or 'auto': chosen from the "
+                             "curvature at the start (shared memory only)")
     parser.add_argument("--kappa", type=float, default=1000.0,
                         help="kappa of the annealed step size (see --eps0)")
     parser.add_argument("--hyper-every", type=int, default=10,
@@ -94,7 +101,7 @@ def bpmf_run_from_args(args, ratings):
     sampler = DSGLD(chains=args.chains, split=args.split, blocks=blocks,
                     n_threads=getattr(args, "threads", None), batch_size=args.batch_size,
                     round_length=args.round_length,
-                    step_size=AnnealedStep(args.eps0, args.kappa),
+                    step_size="auto" if args.eps0 == "auto" else AnnealedStep(args.eps0, args.kappa),
                     hyper_every=args.hyper_every)
     return ratings, test, model, sampler
 

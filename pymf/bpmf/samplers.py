@@ -120,6 +120,10 @@ class BPMFGibbs:
     mu0 = 0, beta0=nw_beta0 (2), nu0=nw_nu0 (rank), W0 = nw_w0 I (I): the original BPMF.
     hyperprior "gamma": the diagonal precisions of pymf.BPMF, the exact sampler of the
     model DSGLD samples (used to check DSGLD). n_threads: OpenMP threads.
+
+    Where the defaults come from: the Normal-Wishart settings are Salakhutdinov & Mnih's
+    (mu0 = 0, beta0 = 2, nu0 = D, W0 = I); with pymf.BPMF's sampled tau they reach a held-out
+    RMSE of 0.897 on MovieLens-100K at D = 10 in 600 sweeps (bench/defaults.py).
     """
 
     kind = "bpmf_gibbs"
