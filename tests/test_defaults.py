@@ -63,3 +63,19 @@ def test_every_cli_option_says_what_it_does_and_shows_its_default():
                     (name, action.option_strings)
         if name == "sample":
             assert "--step" in text and "default: auto" in text
+
+
+def test_the_command_line_prints_coverage_with_a_test_set(tmp_path, capsys):
+    import json
+
+    from pymf.cli import main
+    R = synthetic(L=30, M=25, D=2, density=0.8, seed=3)
+    np.savez(tmp_path / "r.npz", rows=R.rows, cols=R.cols, values=R.values, shape=R.shape)
+    assert main(["bpmf", "--data", str(tmp_path / "r.npz"), "--rank", "2", "--samples", "60",
+                 "--burnin", "20", "--threads", "1", "--no-progress",
+                 "--out", str(tmp_path / "bpmf")]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(summary["coverage"]) == {"0.5", "0.8", "0.9", "0.95"}
+    assert summary["model"]["tau"] == "sample"
+    saved = pymf.load(summary["result"]).params
+    assert saved["sampler"]["batch_size"] == batch_rule(saved["nnz"], 2, 2)
