@@ -134,3 +134,11 @@ def test_poisson_nmf_gibbs_covers_held_out_counts():
     mean, sd = res.predict(test.rows, test.cols, return_std=True)
     no_noise = np.mean(np.abs(test.values - mean) <= 1.6449 * sd)
     assert no_noise < 0.9 - bonferroni_z(ALPHA, 2) * se, no_noise
+
+
+def test_sibm_says_why_it_has_no_coverage():
+    from pymf.sibm import make_binary_mf
+    X = make_binary_mf(40, 30, 2, seed=0)[0]
+    res = pymf.fit(pymf.LogisticMF(2), X, pymf.BatchVB(), n_updates=2, seed=0)
+    with pytest.raises(ValueError, match="binary entries"):
+        res.coverage(np.ones((40, 30)))
