@@ -495,7 +495,7 @@ def mpi_bpmf(n_ranks, split, blocks):
         out = os.path.join(tmp, "result.npz")
         run_mpi(n_ranks, "pymf.bpmf.mpi", [
             "--data", path, "--split", split, "--blocks", blocks, "--rank", "3",
-            "--batch-size", "30", "--round-length", "4", "--eps0", "2e-3", "--kappa", "50",
+            "--tau", str(FIXED_TAU), "--batch-size", "30", "--round-length", "4", "--eps0", "2e-3", "--kappa", "50",
             "--hyper-every", "3", "--samples", "30", "--burnin", "0", "--thin", "5",
             "--seed", "9", "--test-fraction", "0.2", "--split-seed", "1", "--out", out], cwd=tmp)
         res = pymf.load(out)
