@@ -79,3 +79,4 @@ def test_the_command_line_prints_coverage_with_a_test_set(tmp_path, capsys):
     assert summary["model"]["tau"] == "sample"
     saved = pymf.load(summary["result"]).params
     assert saved["sampler"]["batch_size"] == batch_rule(saved["nnz"], 2, 2)
+    assert summary["sampler"] == saved["sampler"]

@@ -140,11 +140,14 @@ def cmd_bpmf(args):
                     checkpoint_every=args.checkpoint_every if checkpoint else None,
                     progress=False if args.no_progress else None)
     path = result.save(os.path.join(args.out, "result.npz"))
-    summary = {"result": path, "sampler": sampler.params(), "model": model.params(),
+    # the result's settings: the minibatch and an "auto" step resolved for this data
+    summary = {"result": path, "sampler": result.params["sampler"], "model": model.params(),
                "seconds": time.perf_counter() - started,
                "final_test_rmse": float(result.trace["test_rmse"][-1]) if test is not None else None,
                "final_train_rmse": float(result.trace["train_rmse"][-1]),
                "kept_samples": result.test_count, "burnin_end": result.burnin_end}
+    if "auto_step" in result.params:
+        summary["auto_step"] = result.params["auto_step"]
     if test is not None and result.test_count:
         # the fraction of held-out ratings inside their central posterior predictive intervals
         summary["coverage"] = {str(level): value for level, value in result.coverage(test).items()}
