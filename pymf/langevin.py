@@ -44,7 +44,10 @@ class _Langevin:
 
 
 class LD(_Langevin):
-    """Langevin dynamics: the full likelihood gradient at every iteration."""
+    """Langevin dynamics: the full likelihood gradient at every iteration. step_size: a
+    float, a schedule, or "auto" (NMF and BPMF models: chosen from the curvature at the
+    start, pymf.engine.autostep); the default 1e-3 is kept because the linear-Gaussian
+    samplers share this class and do not choose steps."""
     kind = "ld"
 
     def __init__(self, step_size=1e-3, n_threads=None, blocks=None):
@@ -58,7 +61,8 @@ class SGLD(_Langevin):
     """Stochastic gradient LD: batch_size entries drawn with replacement per iteration.
 
     batch_size: an int, or a float in (0, 1] meaning that fraction of the N entries
-    (the paper's setting is N / 32)."""
+    (the default N / 32 is the PSGLD paper's setting). step_size: as LD's ("auto" for NMF
+    and BPMF models; the default 1e-3 is the linear-Gaussian family's too)."""
     kind = "sgld"
 
     def __init__(self, step_size=1e-3, batch_size=1.0 / 32, n_threads=None, blocks=None):

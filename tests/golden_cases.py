@@ -382,11 +382,13 @@ def _dsgld(split, blocks, workers):
 # and ran n_samples units in all): a bug, fixed with the engine. The recordings were made
 # with burnin=10 under that bug, so the same chains and kept draws are burnin=0 runs now.
 BPMF_SETTINGS = dict(n_samples=30, burnin=0, thin=5, seed=9)
+# The recordings were made with tau fixed at 2.0, the default before tau="sample".
+FIXED_TAU = 2.0
 
 
 def bpmf_dsgld(split, blocks, workers, **extra):
     train, test = bpmf_split()
-    res = pymf.sample(pymf.BPMF(3), train, _dsgld(split, blocks, workers), test=test,
+    res = pymf.sample(pymf.BPMF(3, tau=FIXED_TAU), train, _dsgld(split, blocks, workers), test=test,
                       **BPMF_SETTINGS, **extra)
     return bpmf_sample_digests(res, train, BPMF_PAIRS)
 
@@ -402,14 +404,14 @@ def bpmf_dsgld_square_resumed():
 
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = os.path.join(tmp, "bpmf.npz")
-        partial = pymf.sample(pymf.BPMF(3), train, _dsgld("square", 2, 1), test=test,
+        partial = pymf.sample(pymf.BPMF(3, tau=FIXED_TAU), train, _dsgld("square", 2, 1), test=test,
                               checkpoint=checkpoint, checkpoint_every=7, callback=interrupt,
                               **BPMF_SETTINGS)
         if not (partial.interrupted and partial.trace["iteration"][-1] == 20
                 and os.path.exists(checkpoint)):
             raise RuntimeError("the run was not interrupted as planned")
         seen = []  # the rounds the resumed call traces: after 20 if it did resume
-        res = pymf.sample(pymf.BPMF(3), train, _dsgld("square", 2, 1), test=test,
+        res = pymf.sample(pymf.BPMF(3, tau=FIXED_TAU), train, _dsgld("square", 2, 1), test=test,
                           checkpoint=checkpoint, checkpoint_every=7,
                           callback=lambda info: seen.append(info["iteration"]), **BPMF_SETTINGS)
         if not seen or seen[0] <= 20:
@@ -420,7 +422,7 @@ def bpmf_dsgld_square_resumed():
 def bpmf_sgld(threads):
     train, test = bpmf_split()
     sampler = pymf.SGLD(step_size=pymf.AnnealedStep(1e-3, 50), batch_size=30, n_threads=threads)
-    res = pymf.sample(pymf.BPMF(3), train, sampler, n_samples=40, burnin=0, thin=4, seed=21,
+    res = pymf.sample(pymf.BPMF(3, tau=FIXED_TAU), train, sampler, n_samples=40, burnin=0, thin=4, seed=21,
                       test=test)
     return bpmf_sample_digests(res, train, BPMF_PAIRS)
 
@@ -493,7 +495,7 @@ def mpi_bpmf(n_ranks, split, blocks):
         out = os.path.join(tmp, "result.npz")
         run_mpi(n_ranks, "pymf.bpmf.mpi", [
             "--data", path, "--split", split, "--blocks", blocks, "--rank", "3",
-            "--batch-size", "30", "--round-length", "4", "--eps0", "2e-3", "--kappa", "50",
+            "--tau", str(FIXED_TAU), "--batch-size", "30", "--round-length", "4", "--eps0", "2e-3", "--kappa", "50",
             "--hyper-every", "3", "--samples", "30", "--burnin", "0", "--thin", "5",
             "--seed", "9", "--test-fraction", "0.2", "--split-seed", "1", "--out", out], cwd=tmp)
         res = pymf.load(out)

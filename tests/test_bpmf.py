@@ -27,7 +27,7 @@ def c_model(model, mean):
 
 
 def random_params(L, M, D, rng, lam=None):
-    lam = rng.uniform(0.5, 2.0, 2 * D + 2) if lam is None else lam
+    lam = rng.uniform(0.5, 2.0, _bpmf.n_precisions(D)) if lam is None else lam
     return _bpmf.Params(D, rng.normal(0, 0.5, (L, D)), rng.normal(0, 0.5, (M, D)),
                         rng.normal(0, 0.3, L), rng.normal(0, 0.3, M), lam)
 
@@ -164,7 +164,7 @@ def test_estimator_without_corrector_is_rejected():
     layout = Layout(R, (1, 1), True, np.random.default_rng(4)).c
     m = 3
     p = random_params(layout.n_users, layout.n_items, 2, np.random.default_rng(5),
-                      lam=np.full(6, 20.0))
+                      lam=np.full(7, 20.0))
     _, gU, _, _, _ = _bpmf.log_posterior(layout, cm, p)
     worker = _bpmf.BlockWorker(layout, 0, cm, m, np.ones(layout.n_users), np.ones(layout.n_items))
     draws = np.array([worker.gradient(7, p.U, p.V, p.a, p.b, p.lambdas, t + 1)[0].ravel()
@@ -199,10 +199,10 @@ def test_gibbs_conditionals_geweke(hyperprior):
     chain, by_user, by_item = _gibbs_chain(model, R, hyperprior, seed=11)
     rng = np.random.default_rng(12)
     if hyperprior == "gamma":
-        hyper = np.full(2 * D + 2, alpha0 / beta0)
+        hyper = np.append(np.full(2 * D + 2, alpha0 / beta0), 1.5)  # ..., lam_a, lam_b, tau
     else:
         hyper = np.concatenate([np.zeros(D), 2 * np.eye(D).ravel(), np.zeros(D),
-                                2 * np.eye(D).ravel(), [alpha0 / beta0] * 2])
+                                2 * np.eye(D).ravel(), [alpha0 / beta0] * 2, [1.5]])
     chain.set_state(rng.normal(size=(L, D)), rng.normal(size=(M, D)), np.zeros(L), np.zeros(M),
                     hyper, 0)
     n = 30000
@@ -217,8 +217,8 @@ def test_gibbs_conditionals_geweke(hyperprior):
         if hyperprior == "gamma":
             stats.append([h[0], h[D], h[2 * D], U[0, 0] ** 2, V[1, 1] ** 2, a[0] ** 2, b[2] ** 2])
         else:
-            # hyper = mu_u, Lambda_u, mu_v, Lambda_v, lam_a, lam_b
-            stats.append([h[D], h[D + 1], h[2 * D + D * D], h[-2], U[0, 0] ** 2, a[0] ** 2])
+            # hyper = mu_u, Lambda_u, mu_v, Lambda_v, lam_a, lam_b, tau
+            stats.append([h[D], h[D + 1], h[2 * D + D * D], h[-3], U[0, 0] ** 2, a[0] ** 2])
     draws = np.array(stats)[None, 2000:]
     mean, se = batch_means(draws, n_batches=25)
     if hyperprior == "gamma":
@@ -350,7 +350,7 @@ def test_chains_differ_and_seed_changes_them():
 def test_result_predict_trace_diagnostics_and_save(tmp_path):
     R = synthetic(L=40, M=30, D=3)
     train, test = R.split(0.2, seed=0)
-    model = pymf.BPMF(3)
+    model = pymf.BPMF(3, tau=2.0)  # the fixed tau of pymf <= 0.2 (its default then)
     sampler = pymf.DSGLD(blocks=2, batch_size=30, round_length=4, step_size=1e-3)
     res = pymf.sample(model, train, sampler, n_samples=40, burnin=10, thin=4, seed=0, test=test)
     assert res.test_count == 10 * 2
@@ -467,7 +467,7 @@ def test_bad_input():
     U = np.zeros((10, 2))
     U[3, 1] = np.nan
     with pytest.raises(ValueError, match=r"not finite: U\[7\]"):
-        chains.set_state(0, U, np.zeros((8, 2)), np.zeros(10), np.zeros(8), np.ones(6), 0)
+        chains.set_state(0, U, np.zeros((8, 2)), np.zeros(10), np.zeros(8), np.ones(7), 0)
 
 
 def test_divergence_names_the_round_and_keeps_the_last_finite_state():

@@ -38,7 +38,8 @@ SCALE_DOWN = [
 SECTIONS = {"python": "Python", "baselines": "Baselines",
             "bpmf": "Bayesian PMF with distributed SGLD",
             "hamcmc": "HAMCMC: stochastic quasi-Newton Langevin",
-            "hamcmc_mf": "HAMCMC for matrix factorisation", "sibm": "SIBM:", "ibp": "IBP:"}
+            "hamcmc_mf": "HAMCMC for matrix factorisation", "sibm": "SIBM:", "ibp": "IBP:",
+            "tuning": "Works without tuning"}
 
 
 def _blocks():
@@ -115,6 +116,13 @@ def test_ibp(blocks, tmp_path, monkeypatch):
     ns, _ = _run(["import pymf\n", blocks["ibp"]], tmp_path, monkeypatch)
     assert ns["res"].kind == ns["gibbs"].kind == "ibp_samples"
     assert len(ns["res"].Z_samples) == 100 and (tmp_path / "features.png").exists()
+
+
+def test_without_tuning(blocks, tmp_path, monkeypatch):
+    ns, _ = _run(["import pymf\n", blocks["tuning"]], tmp_path, monkeypatch)
+    assert ns["res"].params["auto_step"]["eps"] > 0
+    assert set(ns["res"].coverage(ns["test"])) == {0.5, 0.8, 0.9, 0.95}
+    assert (tmp_path / "calibration.png").exists() and ns["bpmf"].sample_stats["tau"].size
 
 
 # the command-line block: the same options, smaller problems and shorter runs

@@ -157,10 +157,11 @@ static inline void row_estimate(int D, int use_bias, double lik_scale, double co
 }
 
 static inline double lik_scale_of(const pymf_bpmf_model *model, const pymf_dsgld_block *blk,
-                                  int64_t m)
+                                  int64_t m, const double *lambdas)
 {
-    /* N_s / (v(s) m), times tau from the Gaussian likelihood */
-    return model->tau * (double)blk->n_entries / (blk->visit_rate * (double)m);
+    /* N_s / (v(s) m), times the chain's current tau from the Gaussian likelihood */
+    return pymf_bpmf_current_tau(model, lambdas) * (double)blk->n_entries /
+           (blk->visit_rate * (double)m);
 }
 
 pymf_status pymf_dsgld_block_gradient(const pymf_bpmf_model *model, const pymf_dsgld_block *blk,
@@ -181,7 +182,7 @@ pymf_status pymf_dsgld_block_gradient(const pymf_bpmf_model *model, const pymf_d
         return PYMF_OK;
     int64_t tu, tv;
     accumulate(model, blk, st, U, V, a, b, step, s, &tu, &tv);
-    const double scale = lik_scale_of(model, blk, st->batch_size);
+    const double scale = lik_scale_of(model, blk, st->batch_size, lambdas);
     double *g = s->noise;  /* width doubles of room */
     for (int64_t n = 0; n < tu; ++n) {
         const int64_t i = s->touched_u[n];
@@ -227,7 +228,7 @@ pymf_status pymf_dsgld_block_steps(const pymf_bpmf_model *model, const pymf_dsgl
     if (blk->n_entries == 0)
         return PYMF_OK;
     const int D = model->rank, width = s->width;
-    const double scale = lik_scale_of(model, blk, st->batch_size);
+    const double scale = lik_scale_of(model, blk, st->batch_size, lambdas);
     const double noise_sd = st->add_noise ? sqrt(2.0 * eps) : 0.0;
     /* Noise of a touched row: N(0, 2 eps / hbar) with the correction, N(0, 2 eps) without.
      * Why: a row is moved only in the fraction hbar of the steps that touch it, so over

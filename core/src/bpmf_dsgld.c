@@ -145,7 +145,7 @@ pymf_dsgld *pymf_dsgld_create(const pymf_bpmf_model *model, const pymf_bpmf_data
     d->n_blocks = data->n_row_blocks * data->n_col_blocks;
     d->group_size = pymf_bpmf_group_size(data);
     d->n_groups = pymf_bpmf_n_groups(data);
-    d->chain_doubles = (size_t)((L + M) * D + L + M + 2 * D + 2);
+    d->chain_doubles = (size_t)((L + M) * D + L + M + PYMF_BPMF_N_PRECISIONS(D));
     d->state = calloc((size_t)C * d->chain_doubles, sizeof(double));
     d->backup = calloc((size_t)C * d->chain_doubles, sizeof(double));
     d->params = calloc((size_t)C, sizeof *d->params);
@@ -201,9 +201,11 @@ pymf_dsgld *pymf_dsgld_create(const pymf_bpmf_model *model, const pymf_bpmf_data
             return NULL;
         }
     }
-    for (int c = 0; c < C; ++c)
+    for (int c = 0; c < C; ++c) {
         for (int k = 0; k < 2 * D + 2; ++k)
             d->params[c].lambdas[k] = 1.0;
+        d->params[c].lambdas[PYMF_BPMF_TAU(D)] = model->tau;
+    }
     return d;
 }
 
@@ -224,9 +226,9 @@ pymf_status pymf_dsgld_set_state(pymf_dsgld *d, int chain, const double *U, cons
         return pymf_fail(err, PYMF_EINVAL, "chain %d out of range", chain);
     if (round < 0)
         return pymf_fail(err, PYMF_EINVAL, "the round must be >= 0");
-    if (pymf_bpmf_check_finite(U, V, a, b, lambdas, L, M, D, 2 * D + 2, err) != PYMF_OK)
+    if (pymf_bpmf_check_finite(U, V, a, b, lambdas, L, M, D, PYMF_BPMF_N_PRECISIONS(D), err) != PYMF_OK)
         return err->status;
-    for (int k = 0; k < 2 * D + 2; ++k)
+    for (int k = 0; k < PYMF_BPMF_N_PRECISIONS(D); ++k)
         if (!(lambdas[k] > 0.0))
             return pymf_fail(err, PYMF_EINVAL, "precisions must be positive");
     pymf_bpmf_params *p = &d->params[chain];
@@ -236,7 +238,9 @@ pymf_status pymf_dsgld_set_state(pymf_dsgld *d, int chain, const double *U, cons
         p->a[i] = d->model.use_bias ? a[i] : 0.0;
     for (int64_t j = 0; j < M; ++j)
         p->b[j] = d->model.use_bias ? b[j] : 0.0;
-    memcpy(p->lambdas, lambdas, (size_t)(2 * D + 2) * sizeof(double));
+    memcpy(p->lambdas, lambdas, (size_t)PYMF_BPMF_N_PRECISIONS(D) * sizeof(double));
+    if (!d->model.sample_tau)  /* a fixed tau is the model's */
+        p->lambdas[PYMF_BPMF_TAU(D)] = d->model.tau;
     d->round = round;
     return PYMF_OK;
 }
@@ -256,14 +260,15 @@ void pymf_dsgld_get_state(const pymf_dsgld *d, int chain, double *U, double *V, 
     if (b != NULL)
         memcpy(b, p->b, (size_t)M * sizeof(double));
     if (lambdas != NULL)
-        memcpy(lambdas, p->lambdas, (size_t)(2 * D + 2) * sizeof(double));
+        memcpy(lambdas, p->lambdas, (size_t)PYMF_BPMF_N_PRECISIONS(D) * sizeof(double));
     if (round != NULL)
         *round = d->round;
 }
 
 pymf_status pymf_dsgld_hyper_step(const pymf_bpmf_model *model, const pymf_bpmf_data *data,
                                   pymf_bpmf_params *p, const double *h_user, const double *h_item,
-                                  uint64_t hyper_seed, int64_t round, pymf_error *err)
+                                  uint64_t hyper_seed, int64_t round, int n_threads,
+                                  pymf_error *err)
 {
     pymf_gsl_quiet();
     const int D = model->rank;
@@ -288,6 +293,15 @@ pymf_status pymf_dsgld_hyper_step(const pymf_bpmf_model *model, const pymf_bpmf_
                 p->b[j] = gsl_ran_gaussian(rng, 1.0 / sqrt(p->lambdas[2 * D + 1]));
         }
     pymf_bpmf_draw_precisions(model, data->n_users, data->n_items, p, rng);
+    if (model->sample_tau) {
+        /* after the rows without ratings: they have no residuals, so the order is free */
+        const double sq_error = pymf_bpmf_sq_error(model, data, p, n_threads);
+        if (!isfinite(sq_error)) {
+            gsl_rng_free(rng);
+            return pymf_fail(err, PYMF_ENOMEM, "out of memory for the residuals of tau's draw");
+        }
+        pymf_bpmf_draw_tau(model, data->nnz, sq_error, p, rng);
+    }
     gsl_rng_free(rng);
     return PYMF_OK;
 }
@@ -342,7 +356,7 @@ pymf_status pymf_dsgld_run(pymf_dsgld *d, int64_t n_rounds, const double *eps, p
             for (int c = 0; c < C; ++c) {
                 const pymf_status status = pymf_dsgld_hyper_step(
                     &d->model, d->data, &d->params[c], d->h_user, d->h_item, d->hyper_seeds[c],
-                    round, err);
+                    round, n_threads, err);
                 if (status != PYMF_OK)
                     return status;
             }

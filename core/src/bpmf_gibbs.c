@@ -10,6 +10,7 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
+#include "pymf/linalg.h"
 #include "pymf/philox.h"
 #include "pymf/rng.h"
 
@@ -20,6 +21,7 @@ struct pymf_bpmf_gibbs {
     int64_t hyper_size;
     double *U, *V, *a, *b, *hyper;
     double *saved; /* the state before the current sweep: restored if the sweep diverges */
+    double *row_sq; /* per-user squared residual sums (tau's draw), added in user order */
     int64_t state_size;
     pymf_bpmf_params params;
     int64_t sweep;
@@ -28,7 +30,8 @@ struct pymf_bpmf_gibbs {
 int64_t pymf_bpmf_gibbs_hyper_size(int rank, int hyperprior)
 {
     const int64_t D = rank;
-    return hyperprior == PYMF_BPMF_HYPER_WISHART ? 2 * D + 2 * D * D + 2 : 2 * D + 2;
+    /* ... lam_a, lam_b, tau: the last three in both */
+    return hyperprior == PYMF_BPMF_HYPER_WISHART ? 2 * D + 2 * D * D + 3 : 2 * D + 3;
 }
 
 void pymf_bpmf_gibbs_destroy(pymf_bpmf_gibbs *g)
@@ -41,6 +44,7 @@ void pymf_bpmf_gibbs_destroy(pymf_bpmf_gibbs *g)
     free(g->b);
     free(g->hyper);
     free(g->saved);
+    free(g->row_sq);
     free(g);
 }
 
@@ -92,8 +96,9 @@ pymf_bpmf_gibbs *pymf_bpmf_gibbs_create(const pymf_bpmf_model *model, const pymf
     g->hyper = calloc((size_t)g->hyper_size, sizeof(double));
     g->state_size = (rows->n_users + rows->n_items) * (D + 1) + g->hyper_size;
     g->saved = calloc((size_t)g->state_size, sizeof(double));
+    g->row_sq = calloc((size_t)rows->n_users, sizeof(double));
     if (g->U == NULL || g->V == NULL || g->a == NULL || g->b == NULL || g->hyper == NULL ||
-        g->saved == NULL) {
+        g->saved == NULL || g->row_sq == NULL) {
         pymf_bpmf_gibbs_destroy(g);
         pymf_fail(err, PYMF_ENOMEM, "out of memory for the BPMF Gibbs state");
         return NULL;
@@ -126,7 +131,11 @@ pymf_status pymf_bpmf_gibbs_set_state(pymf_bpmf_gibbs *g, const double *U, const
         g->a[i] = g->model.use_bias ? a[i] : 0.0;
     for (int64_t j = 0; j < M; ++j)
         g->b[j] = g->model.use_bias ? b[j] : 0.0;
+    if (!(hyper[g->hyper_size - 1] > 0.0))
+        return pymf_fail(err, PYMF_EINVAL, "tau (the last hyper-parameter) must be positive");
     memcpy(g->hyper, hyper, (size_t)g->hyper_size * sizeof(double));
+    if (!g->model.sample_tau)  /* a fixed tau is the model's */
+        g->hyper[g->hyper_size - 1] = g->model.tau;
     g->sweep = sweep;
     return PYMF_OK;
 }
@@ -240,7 +249,7 @@ static pymf_status draw_side_hyper(pymf_bpmf_gibbs *g, int side, gsl_rng *rng, p
     const int64_t n = side == 0 ? g->rows->n_users : g->rows->n_items;
     const double *X = side == 0 ? g->U : g->V, *bias = side == 0 ? g->a : g->b;
     double *hyper = g->hyper;
-    double *lam_bias = &hyper[g->hyper_size - 2 + side];
+    double *lam_bias = &hyper[g->hyper_size - 3 + side];
     if (g->config.hyperprior == PYMF_BPMF_HYPER_WISHART) {
         double *mu = hyper + (int64_t)side * (D + D * D);
         const pymf_status status = draw_normal_wishart(rng, &g->config, D, n, X, mu, mu + D, err);
@@ -280,7 +289,8 @@ static int64_t draw_side_rows(pymf_bpmf_gibbs *g, int side)
     const double *F = side == 0 ? g->V : g->U, *Fb = side == 0 ? g->b : g->a;
     const int wishart = g->config.hyperprior == PYMF_BPMF_HYPER_WISHART;
     const double *hyper = g->hyper;
-    const double lam_bias = hyper[g->hyper_size - 2 + side];
+    const double lam_bias = hyper[g->hyper_size - 3 + side];
+    const double tau = hyper[g->hyper_size - 1];
     const double *mu = wishart ? hyper + (int64_t)side * (D + D * D) : NULL;
     const double *Lambda = wishart ? mu + D : NULL;
     const double *lam_diag = wishart ? NULL : hyper + (int64_t)side * D;
@@ -322,10 +332,10 @@ static int64_t draw_side_rows(pymf_bpmf_gibbs *g, int side)
                         f[D] = 1.0;
                     const double target = ratings[e] - m->mean_rating - Fb[j];
                     for (int k = 0; k < w; ++k) {
-                        h[k] += m->tau * target * f[k];
+                        h[k] += tau * target * f[k];
                         double *row = gsl_matrix_ptr(P, (size_t)k, 0);
                         for (int l = 0; l <= k; ++l)
-                            row[l] += m->tau * f[k] * f[l];
+                            row[l] += tau * f[k] * f[l];
                     }
                 }
                 /* x = L^-T (L^-1 h + z): mean P^-1 h plus noise of covariance P^-1 */
@@ -349,6 +359,31 @@ static int64_t draw_side_rows(pymf_bpmf_gibbs *g, int side)
         free(h);
     }
     return failures;
+}
+
+/* The sum of squared training residuals: one partial sum per user (any thread), added in
+ * user order, so any thread count gives the same bits. */
+static double sq_residuals(pymf_bpmf_gibbs *g)
+{
+    const pymf_bpmf_model *m = &g->model;
+    const int D = m->rank;
+    const pymf_bpmf_rows *R = g->rows;
+    const int n_threads = g->config.n_threads > 0 ? g->config.n_threads : pymf_default_threads();
+#pragma omp parallel for schedule(dynamic, 64) num_threads(n_threads)
+    for (int64_t i = 0; i < R->n_users; ++i) {
+        double sum = 0.0;
+        for (int64_t e = R->user_ptr[i]; e < R->user_ptr[i + 1]; ++e) {
+            const int64_t j = R->user_items[e];
+            const double r = R->user_ratings[e] - m->mean_rating - g->a[i] - g->b[j] -
+                             pymf_dot_sequential(g->U + i * D, g->V + j * D, D);
+            sum += r * r;
+        }
+        g->row_sq[i] = sum;
+    }
+    double total = 0.0;
+    for (int64_t i = 0; i < R->n_users; ++i)
+        total += g->row_sq[i];
+    return total;
 }
 
 /* Visits the parts of the state (U, V, a, b, hyper): copies them to g->saved (restore =
@@ -394,6 +429,10 @@ pymf_status pymf_bpmf_gibbs_run(pymf_bpmf_gibbs *g, int64_t n_sweeps, pymf_error
                     err->iteration = g->sweep + 1;
             }
         }
+        /* tau | U, V, a, b: the last draw of the sweep (its statistic needs both sides) */
+        if (status == PYMF_OK && g->model.sample_tau)
+            g->hyper[g->hyper_size - 1] = gamma_precision(rng, &g->model, g->rows->nnz,
+                                                          sq_residuals(g));
         /* keep the state of this sweep if it is finite (it becomes the one to fall back
          * to), else put the previous one back: a diverging chain keeps its last finite state */
         if (status == PYMF_OK && !state_visit(g, 0, 1)) {

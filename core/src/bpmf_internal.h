@@ -23,5 +23,10 @@
  * D - 1, then lam_a and lam_b when the model has biases. */
 void pymf_bpmf_draw_precisions(const pymf_bpmf_model *model, int64_t n_users, int64_t n_items,
                                pymf_bpmf_params *p, gsl_rng *rng);
+/* The Gibbs draw of the noise precision given the sum of squared residuals of n_ratings
+ * ratings (bpmf_model.c): tau ~ Gamma(alpha0 + n/2, rate beta0 + S/2), stored in
+ * p->lambdas[PYMF_BPMF_TAU(D)]; nothing (and no draw from rng) with a fixed tau. */
+void pymf_bpmf_draw_tau(const pymf_bpmf_model *model, int64_t n_ratings, double sq_error,
+                        pymf_bpmf_params *p, gsl_rng *rng);
 
 #endif

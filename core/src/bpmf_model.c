@@ -117,6 +117,7 @@ double pymf_bpmf_log_posterior(const pymf_bpmf_model *model, const pymf_bpmf_dat
     const int D = model->rank;
     const double *lam_u = p->lambdas, *lam_v = p->lambdas + D;
     const double lam_a = p->lambdas[2 * D], lam_b = p->lambdas[2 * D + 1];
+    const double tau = pymf_bpmf_current_tau(model, p->lambdas);
     double lp = 0.0;
     if (gU != NULL)
         for (int64_t i = 0; i < d->n_users; ++i)
@@ -149,8 +150,8 @@ double pymf_bpmf_log_posterior(const pymf_bpmf_model *model, const pymf_bpmf_dat
         const double *u = p->U + i * D, *v = p->V + j * D;
         const double r =
             d->ratings[e] - model->mean_rating - pymf_dot_sequential(u, v, D) - p->a[i] - p->b[j];
-        lp -= 0.5 * model->tau * r * r;
-        const double w = model->tau * r;
+        lp -= 0.5 * tau * r * r;
+        const double w = tau * r;
         if (gU != NULL)
             pymf_axpy(D, w, v, gU + i * D);
         if (gV != NULL)
@@ -192,6 +193,15 @@ void pymf_bpmf_draw_precisions(const pymf_bpmf_model *model, int64_t n_users, in
         p->lambdas[2 * D + 1] = gsl_ran_gamma(rng, model->alpha0 + 0.5 * (double)n_items,
                                               1.0 / (model->beta0 + 0.5 * sb));
     }
+}
+
+void pymf_bpmf_draw_tau(const pymf_bpmf_model *model, int64_t n_ratings, double sq_error,
+                        pymf_bpmf_params *p, gsl_rng *rng)
+{
+    if (!model->sample_tau)
+        return;
+    p->lambdas[PYMF_BPMF_TAU(model->rank)] = gsl_ran_gamma(
+        rng, model->alpha0 + 0.5 * (double)n_ratings, 1.0 / (model->beta0 + 0.5 * sq_error));
 }
 
 pymf_status pymf_bpmf_sample_precisions(const pymf_bpmf_model *model, int64_t n_users,

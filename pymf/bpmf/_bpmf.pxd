@@ -12,6 +12,7 @@ cdef extern from "pymf/bpmf.h" nogil:
         int use_bias
         double alpha0
         double beta0
+        int sample_tau
 
     ctypedef struct pymf_bpmf_data:
         int64_t n_users
@@ -113,7 +114,7 @@ cdef extern from "pymf/bpmf.h" nogil:
     pymf_status pymf_dsgld_hyper_step(const pymf_bpmf_model *model, const pymf_bpmf_data *data,
                                       pymf_bpmf_params *p, const double *h_user,
                                       const double *h_item, uint64_t hyper_seed, int64_t round,
-                                      pymf_error *err)
+                                      int n_threads, pymf_error *err)
     const pymf_bpmf_params *pymf_dsgld_params(const pymf_dsgld *d, int chain)
 
 

@@ -3,7 +3,9 @@ core/src/bpmf_gibbs.c (its Gibbs baseline).
 
 The Python layer (pymf.bpmf) validates the ratings, permutes users and items into grid
 order and cuts them into blocks; these classes only hold the arrays and call the C core.
-A model is passed as the tuple (rank, tau, mean_rating, use_bias, alpha0, beta0).
+A model is passed as the tuple (rank, tau, mean_rating, use_bias, alpha0, beta0,
+sample_tau): with sample_tau, tau is the start of the sampled noise precision. A chain's
+precisions ("lambdas") are lam_u[D], lam_v[D], lam_a, lam_b, tau.
 """
 import numpy as np
 
@@ -15,17 +17,23 @@ from pymf._status cimport check
 
 
 cdef int fill_model(pymf_bpmf_model *m, model) except -1:
-    rank, tau, mean_rating, use_bias, alpha0, beta0 = model
+    rank, tau, mean_rating, use_bias, alpha0, beta0, sample_tau = model
     m.rank = rank
     m.tau = tau
     m.mean_rating = mean_rating
     m.use_bias = 1 if use_bias else 0
     m.alpha0 = alpha0
     m.beta0 = beta0
+    m.sample_tau = 1 if sample_tau else 0
     cdef pymf_error err
     pymf_error_clear(&err)
     pymf_bpmf_check(m, NULL, &err)
     return check(&err)
+
+
+def n_precisions(int rank):
+    """The length of a chain's precisions: lam_u[D], lam_v[D], lam_a, lam_b, tau."""
+    return 2 * rank + 3
 
 
 cdef inline double *dptr(double[::1] x):
@@ -151,7 +159,7 @@ cdef class Params:
         self.V = np.ascontiguousarray(V, dtype=np.float64)
         self.a = _f64(a, self.U.shape[0], "a")
         self.b = _f64(b, self.V.shape[0], "b")
-        self.lambdas = _f64(lambdas, 2 * rank + 2, "lambdas")
+        self.lambdas = _f64(lambdas, n_precisions(rank), "lambdas")
         if self.U.ndim != 2 or self.V.ndim != 2 or self.U.shape[1] != rank or self.V.shape[1] != rank:
             raise ValueError(f"U and V must have {rank} columns")
         cdef double[:, ::1] u = self.U, v = self.V
@@ -177,15 +185,17 @@ def log_posterior(BlockLayout layout, model, Params params):
 
 
 def hyper_step(BlockLayout layout, model, Params params, h_user, h_item, uint64_t hyper_seed,
-               int64_t round):
-    """The Gibbs step of the precisions (and of rows without ratings) after `round`, in place."""
+               int64_t round, int n_threads=0):
+    """The Gibbs step of the precisions (and of rows without ratings; then of tau if the
+    model samples it) after `round`, in place."""
     cdef pymf_bpmf_model m
     cdef pymf_error err
     fill_model(&m, model)
     cdef const double[::1] hu = _f64(h_user, layout.n_users, "h_user")
     cdef const double[::1] hi = _f64(h_item, layout.n_items, "h_item")
     pymf_error_clear(&err)
-    pymf_dsgld_hyper_step(&m, &layout.data, &params.p, &hu[0], &hi[0], hyper_seed, round, &err)
+    pymf_dsgld_hyper_step(&m, &layout.data, &params.p, &hu[0], &hi[0], hyper_seed, round,
+                          n_threads, &err)
     check(&err)
 
 
@@ -256,7 +266,7 @@ cdef class BlockWorker:
         D = self.model.rank
         if (U.shape[0] != self.n_stripe_users or U.shape[1] != D or V.shape[0] != self.n_stripe_items
                 or V.shape[1] != D or a.shape[0] != self.n_stripe_users
-                or b.shape[0] != self.n_stripe_items or lambdas.shape[0] != 2 * D + 2):
+                or b.shape[0] != self.n_stripe_items or lambdas.shape[0] != n_precisions(D)):
             raise ValueError("the parameter slices do not match the block's stripes")
         return 0
 
@@ -365,7 +375,7 @@ cdef class DSGLDChains:
         V = np.empty((M, self.rank))
         a = np.empty(L)
         b = np.empty(M)
-        lam = np.empty(2 * self.rank + 2)
+        lam = np.empty(n_precisions(self.rank))
         cdef double[:, ::1] u = U, v = V
         pymf_dsgld_get_state(self.d, chain, &u[0, 0], &v[0, 0], dptr(a), dptr(b), dptr(lam), &r)
         return Params(self.rank, U, V, a, b, lam)

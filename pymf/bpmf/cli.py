@@ -20,6 +20,16 @@ from pymf.engine.steps import AnnealedStep
 BPMF_HELP = "Bayesian PMF by DSGLD, SGLD or Gibbs"
 
 
+def _tau(text):
+    """--tau: 'sample' or a number."""
+    return text if text == "sample" else float(text)
+
+
+def _eps0(text):
+    """--eps0: a number or 'auto'."""
+    return text if text == "auto" else float(text)
+
+
 def bpmf_arguments(parser):
     """The options of a BPMF run, shared by `pymf bpmf` and `python -m pymf.mpi dsgld`."""
     cliutil.add_data(parser, required=True,
@@ -30,7 +40,9 @@ def bpmf_arguments(parser):
                         help="random seed of the train/test split")
     parser.add_argument("--rank", type=int, default=10,
                         help="rank D of the user and item factors")
-    parser.add_argument("--tau", type=float, default=2.0, help="precision of the ratings' noise")
+    parser.add_argument("--tau", type=_tau, default="sample",
+                        help="precision of the ratings' noise: 'sample' (Gamma(alpha0, beta0) "
+                             "prior, drawn with the other precisions) or a fixed number")
     parser.add_argument("--alpha0", type=float, default=1.0,
                         help="shape of the Gamma prior of every precision")
     parser.add_argument("--beta0", type=float, default=1.0,
@@ -43,12 +55,15 @@ def bpmf_arguments(parser):
     parser.add_argument("--blocks", default="2", help="B (square), S (column) or P,Q (hybrid)")
     parser.add_argument("--chains", type=int, default=None,
                         help="DSGLD chains (None: the number of orthogonal groups, max(P, Q))")
-    parser.add_argument("--batch-size", type=int, default=1000,
-                        help="DSGLD minibatch: ratings per step, drawn from one block")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="DSGLD minibatch: ratings per step, drawn from one block (None: "
+                             "min(1000, N / (10 P Q)) for N ratings on a P x Q grid)")
     parser.add_argument("--round-length", type=int, default=10,
                         help="DSGLD steps per block between exchanges (one round)")
-    parser.add_argument("--eps0", type=float, default=1e-3,
-                        help="DSGLD step size eps_t = eps0 (1 + t/kappa)^-0.51 at round t")
+    parser.add_argument("--eps0", type=_eps0, default=1e-3,
+                        help="DSGLD step size eps_t = eps0 (1 + t/kappa)^-0.51 at round t "
+                             "(bench/bpmf_movielens.py's best), or 'auto': chosen from the "
+                             "curvature at the start (shared memory only)")
     parser.add_argument("--kappa", type=float, default=1000.0,
                         help="kappa of the annealed step size (see --eps0)")
     parser.add_argument("--hyper-every", type=int, default=10,
@@ -86,7 +101,7 @@ def bpmf_run_from_args(args, ratings):
     sampler = DSGLD(chains=args.chains, split=args.split, blocks=blocks,
                     n_threads=getattr(args, "threads", None), batch_size=args.batch_size,
                     round_length=args.round_length,
-                    step_size=AnnealedStep(args.eps0, args.kappa),
+                    step_size="auto" if args.eps0 == "auto" else AnnealedStep(args.eps0, args.kappa),
                     hyper_every=args.hyper_every)
     return ratings, test, model, sampler
 
@@ -125,11 +140,17 @@ def cmd_bpmf(args):
                     checkpoint_every=args.checkpoint_every if checkpoint else None,
                     progress=False if args.no_progress else None)
     path = result.save(os.path.join(args.out, "result.npz"))
-    summary = {"result": path, "sampler": sampler.params(), "model": model.params(),
+    # the result's settings: the minibatch and an "auto" step resolved for this data
+    summary = {"result": path, "sampler": result.params["sampler"], "model": model.params(),
                "seconds": time.perf_counter() - started,
                "final_test_rmse": float(result.trace["test_rmse"][-1]) if test is not None else None,
                "final_train_rmse": float(result.trace["train_rmse"][-1]),
                "kept_samples": result.test_count, "burnin_end": result.burnin_end}
+    if "auto_step" in result.params:
+        summary["auto_step"] = result.params["auto_step"]
+    if test is not None and result.test_count:
+        # the fraction of held-out ratings inside their central posterior predictive intervals
+        summary["coverage"] = {str(level): value for level, value in result.coverage(test).items()}
     with open(os.path.join(args.out, "summary.json"), "w") as fh:
         json.dump(summary, fh, indent=2)
     print(json.dumps(summary))

@@ -7,7 +7,9 @@ import numpy as np
 from pymf.bpmf import _bpmf
 from pymf.bpmf.layout import Layout, _initial_params, bpmf_seeds
 from pymf.bpmf.samplers import DSGLD
+from pymf.engine import autostep
 from pymf.engine.kernel import Kernel
+from pymf.engine.seeds import seed_sequence
 
 
 def _sum_sq(x):
@@ -15,6 +17,17 @@ def _sum_sq(x):
     to the OpenMP threads of the samplers made every evaluation ~10x slower."""
     x = np.ravel(x)
     return float(np.einsum("i,i->", x, x))
+
+
+def precision_stats(lambdas, model):
+    """The per-draw summary of a chain's precisions lam_u[D], lam_v[D], lam_a, lam_b, tau
+    (tau only when it is sampled: a fixed one is no draw)."""
+    D = model.rank
+    stats = {"lam_u_mean": lambdas[:D].mean(), "lam_v_mean": lambdas[D:2 * D].mean(),
+             "lam_a": lambdas[2 * D], "lam_b": lambdas[2 * D + 1]}
+    if model.sample_tau:
+        stats["tau"] = lambdas[2 * D + 2]
+    return stats
 
 
 def _rmse(sq_error, n):
@@ -72,7 +85,10 @@ class ChainsKernel(Kernel):
         test = float("nan")
         if test_mean is not None:
             test = _rmse(_sum_sq(test_mean - self.test.values), self.test.nnz)
-        return {"train_rmse": train, "test_rmse": test}
+        point = {"train_rmse": train, "test_rmse": test}
+        if self.model.sample_tau:
+            point["tau"] = float(np.mean([self.state(c)[4]["tau"] for c in range(self.n_chains)]))
+        return point
 
     def snapshot(self):
         return self.checkpoint_state()
@@ -121,13 +137,52 @@ class BPMFKernel(ChainsKernel):
             if sampler.hyperprior == "wishart":
                 hyper[D:D + D * D] = np.eye(D).ravel() * model.init_precision
                 hyper[2 * D + D * D:2 * D + 2 * D * D] = np.eye(D).ravel() * model.init_precision
-                hyper[-2:] = model.init_precision
+                hyper[-3:-1] = model.init_precision
+                hyper[-1] = model.initial_tau
             else:
                 hyper[:] = lambdas
             self.c.set_state(U, V, a, b, hyper, 0)
             self.train_pairs = (ratings.rows.astype(np.int32), ratings.cols.astype(np.int32))
             self.train_values = ratings.values
             self.t = 0
+
+    def auto_step(self, seed):
+        """The step chosen for step_size="auto" (pymf.engine.autostep) at the chains'
+        starting state (chain 0): lambda_max of the full-data log posterior given the
+        precisions, by finite-difference Hessian-vector products; eps0 = half the stability
+        limit, halved while a pilot of PILOT_UNITS rounds of every chain diverges; the
+        chains are put back at their start. Returns (eps0, info)."""
+        start = [self.c.get_state(c) for c in range(self.n_chains)]
+        p0 = start[0]
+        D = self.model.rank
+        shapes = [p0.U.shape, p0.V.shape, p0.a.shape, p0.b.shape]
+        sizes = [int(np.prod(shape)) for shape in shapes]
+
+        def unpack(theta):
+            parts, k = [], 0
+            for shape, n in zip(shapes, sizes):
+                parts.append(theta[k:k + n].reshape(shape))
+                k += n
+            return parts
+
+        def gradient(theta):
+            U, V, a, b = unpack(theta)
+            params = _bpmf.Params(D, U, V, a, b, p0.lambdas)
+            grads = _bpmf.log_posterior(self.layout.c, self.c_model, params)[1:]
+            if not self.model.bias:
+                grads = grads[:2] + (np.zeros_like(a), np.zeros_like(b))
+            return np.concatenate([g.ravel() for g in grads])
+
+        def pilot(eps):
+            try:
+                self.c.run(np.full(autostep.PILOT_UNITS, eps))
+                return all(math.isfinite(self.c.sq_error(c)) for c in range(self.n_chains))
+            finally:
+                for c, p in enumerate(start):
+                    self.c.set_state(c, p.U, p.V, p.a, p.b, p.lambdas, 0)
+
+        theta = np.concatenate([p0.U.ravel(), p0.V.ravel(), p0.a.ravel(), p0.b.ravel()])
+        return autostep.choose(gradient, theta, seed_sequence(seed), pilot)
 
     @property
     def is_gibbs(self):
@@ -192,11 +247,11 @@ class BPMFKernel(ChainsKernel):
                 lam_v = np.diag(hyper[2 * D + D * D:2 * D + 2 * D * D].reshape(D, D))
             else:
                 lam_u, lam_v = hyper[:D], hyper[D:2 * D]
-            return U, V, a, b, {"lam_u_mean": lam_u.mean(), "lam_v_mean": lam_v.mean(),
-                                "lam_a": hyper[-2], "lam_b": hyper[-1]}
+            stats = {"lam_u_mean": lam_u.mean(), "lam_v_mean": lam_v.mean(),
+                     "lam_a": hyper[-3], "lam_b": hyper[-2]}
+            if self.model.sample_tau:
+                stats["tau"] = hyper[-1]
+            return U, V, a, b, stats
         p = self.c.get_state(chain)
-        D = self.model.rank
         U, V, a, b = self.layout.to_original(p.U, p.V, p.a, p.b)
-        lam = p.lambdas
-        return U, V, a, b, {"lam_u_mean": lam[:D].mean(), "lam_v_mean": lam[D:2 * D].mean(),
-                            "lam_a": lam[2 * D], "lam_b": lam[2 * D + 1]}
+        return U, V, a, b, precision_stats(p.lambdas, self.model)

@@ -76,8 +76,10 @@ class Layout:
 def _initial_params(model, shape, rng):
     L, M = shape
     D = model.rank
+    precisions = np.full(2 * D + 3, model.init_precision)
+    precisions[-1] = model.initial_tau  # lam_u[D], lam_v[D], lam_a, lam_b, tau
     return (rng.normal(0.0, model.init_scale, (L, D)), rng.normal(0.0, model.init_scale, (M, D)),
-            np.zeros(L), np.zeros(M), np.full(2 * D + 2, model.init_precision))
+            np.zeros(L), np.zeros(M), precisions)
 
 
 def check_init(init, model, shape, n_chains):

@@ -30,7 +30,7 @@ import sys
 import numpy as np
 
 from pymf.bpmf import _bpmf
-from pymf.bpmf.kernel import _CHAIN_ARRAYS, ChainsKernel, _rmse
+from pymf.bpmf.kernel import _CHAIN_ARRAYS, ChainsKernel, _rmse, precision_stats
 from pymf.bpmf.layout import Layout, _initial_params, bpmf_seeds
 from pymf.bpmf.samplers import DSGLD
 from pymf.bpmf.sampling import sample_bpmf
@@ -73,7 +73,7 @@ class _Setup:
 
     def buffer_size(self, block):
         u0, u1, i0, i1 = self.stripes[block]
-        return (u1 - u0) * (self.D + 1) + (i1 - i0) * (self.D + 1) + 2 * self.D + 2 + 1
+        return (u1 - u0) * (self.D + 1) + (i1 - i0) * (self.D + 1) + _bpmf.n_precisions(self.D) + 1
 
 
 class _ServerChains(ChainsKernel):
@@ -181,11 +181,8 @@ class _ServerChains(ChainsKernel):
 
     def state(self, chain):
         p = self.params[chain]
-        D = self.setup.D
         U, V, a, b = self.layout.to_original(p.U, p.V, p.a, p.b)
-        lam = p.lambdas
-        return U, V, a, b, {"lam_u_mean": lam[:D].mean(), "lam_v_mean": lam[D:2 * D].mean(),
-                            "lam_a": lam[2 * D], "lam_b": lam[2 * D + 1]}
+        return U, V, a, b, precision_stats(p.lambdas, self.model)
 
     def stop(self):
         self.comm.bcast(("stop", 0.0, 0), root=0)
@@ -221,7 +218,7 @@ def _worker_loop(comm, setup):
             k += nu
             b = buf[k:k + ni]
             k += ni
-            lambdas = buf[k:k + 2 * D + 2].copy()
+            lambdas = buf[k:k + _bpmf.n_precisions(D)].copy()
             try:
                 worker.steps(int(setup.noise_seeds[c]), True, U, V, a, b, lambdas, first_step,
                              sampler.round_length, eps, sampler.noise_correction)
@@ -249,6 +246,7 @@ def sample(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, test=No
     if not isinstance(sampler, DSGLD):
         raise TypeError(f"pymf.bpmf.mpi runs pymf.DSGLD, got {sampler!r}")
     ratings = model.check_data(data)
+    sampler = sampler.for_data(ratings.nnz)
     # seed=None draws fresh entropy once, on the server: every rank must use the same seed
     seed = comm.bcast(resolve_seed(seed) if comm.Get_rank() == 0 else None, root=0)
     setup = _Setup(model, ratings, sampler, seed)

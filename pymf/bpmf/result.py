@@ -24,7 +24,10 @@ class BPMFResult(Result):
     last_state            the chains' final (on divergence: last finite) U, V, a, b, each
                           (chains, ...) in the original order
     summaries             (= sample_stats) per chain and kept sample: train_rmse, norm_U,
-                          norm_V, lam_u_mean, lam_v_mean, lam_a, lam_b: for diagnostics()
+                          norm_V, lam_u_mean, lam_v_mean, lam_a, lam_b, tau: for
+                          diagnostics()
+    tau                   the model's fixed noise precision, or "sample" (then drawn: its
+                          draws are sample_stats["tau"], and noise_variance() averages 1/tau)
     burnin_end            the unit at which burn-in ended (burnin, or earlier by burnin_rmse)
     """
 
@@ -61,7 +64,8 @@ class BPMFResult(Result):
         (original ids).
 
         The sd is the posterior standard deviation of the expected rating; noise=True adds
-        the observation noise 1/tau (the predictive distribution of a new rating). Uses the
+        the observation noise 1/tau (the predictive distribution of a new rating; with a
+        sampled tau its posterior mean, noise_variance()). Uses the
         kept samples; without them only the test pairs (tracked by Welford) can be predicted."""
         shape = (self.last_state["U"].shape[1], self.last_state["V"].shape[1]) \
             if self.last_state is not None else (np.inf, np.inf)
@@ -82,8 +86,48 @@ class BPMFResult(Result):
             raise ValueError("this result kept no samples (keep_samples=False): only the test "
                              "pairs can be predicted")
         if check_flag(noise, "noise"):
-            std = np.sqrt(std ** 2 + 1.0 / self.tau)
+            std = np.sqrt(std ** 2 + self.noise_variance())
         return (mean, std) if return_std else mean
+
+    def noise_variance(self):
+        """The observation noise's variance 1/tau: fixed, or (tau="sample") its posterior
+        mean over the kept draws of every chain (the last state's tau without draws)."""
+        if self.tau != "sample":
+            return 1.0 / self.tau
+        taus = np.asarray(self.draw_stats.get("tau", []), dtype=np.float64)
+        if taus.size == 0:
+            taus = np.asarray(self.trace.get("tau", [np.nan])[-1:])
+        return float(np.mean(1.0 / taus))
+
+    def predictive_draws(self, rows, cols, rng, max_draws):
+        """New ratings of the entries from up to max_draws kept draws (evenly spread over
+        draws and chains): each draw's expected rating plus N(0, 1/tau) noise with that
+        draw's tau. None if no samples were kept."""
+        if self.samples is None or self.n_kept == 0:
+            return None
+        rows, cols = entry_ids(rows, cols, (self.last_state["U"].shape[1],
+                                            self.last_state["V"].shape[1]), ("user", "item"))
+        s = self.samples
+        n_kept, n_chains = s["U"].shape[:2]
+        pairs = [(k, c) for k in range(n_kept) for c in range(n_chains)]
+        pick = np.unique(np.linspace(0, len(pairs) - 1, min(max_draws, len(pairs))).astype(int))
+        taus = np.asarray(self.draw_stats["tau"]) if self.tau == "sample" else None
+        out = np.empty((len(pick), len(rows)))
+        for n, index in enumerate(pick):
+            k, c = pairs[index]
+            tau = self.tau if taus is None else taus[k, c]
+            out[n] = (self.mean_rating + np.einsum("nd,nd->n", s["U"][k, c][rows], s["V"][k, c][cols])
+                      + s["a"][k, c][rows] + s["b"][k, c][cols]
+                      + rng.normal(0.0, 1.0 / np.sqrt(tau), len(rows)))
+        return out
+
+    def predictive_moments(self, rows, cols):
+        """Posterior predictive mean and sd of new ratings (noise included): the family's
+        hook for Result.coverage."""
+        if self.test_count == 0:
+            raise ValueError("this run kept no draws (stopped in burn-in?): no posterior "
+                             "predictive to check")
+        return self.predict(rows, cols, return_std=True, noise=True)
 
     def _family_arrays(self):
         arrays = {"test_mean": self.test_mean, "test_std": self.test_std}

@@ -5,6 +5,7 @@ Units: DSGLD counts rounds (round_length minibatch steps on the blocks of one or
 group per chain; one sample per chain per round); BPMFGibbs counts sweeps. burnin,
 n_samples and thin are in these units.
 """
+import copy
 import numbers
 
 import numpy as np
@@ -13,10 +14,15 @@ from pymf.bpmf.kernel import BPMFKernel
 from pymf.bpmf.layout import check_init
 from pymf.bpmf.result import BPMFFit, BPMFResult
 from pymf.bpmf.samplers import DSGLD
-from pymf.engine import driver
+from pymf.engine import autostep, driver
+from pymf.engine.steps import AnnealedStep
 from pymf.engine.checks import check_count, check_run_length, check_threads
 from pymf.engine.seeds import resolve_seed
 from pymf.langevin import DSGD, SGD, SGLD
+
+
+SGLD_ROUND_LENGTH = 50
+AUTO_KAPPA = 1000.0  # step_size="auto" anneals like DSGLD's benchmarked default
 
 
 def _without_threads(params):
@@ -54,13 +60,15 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, in
     """
     if isinstance(sampler, SGLD):
         n = model.check_data(data).nnz
+        # rounds of 50 steps, the precisions drawn every 10 rounds: SGLD's own schedule
+        # (DSGLD's default rounds became 10 steps long; SGLD's chain did not change)
         sampler = DSGLD(chains=1, split="square", blocks=1, batch_size=sampler.batch_size(n),
-                        step_size=sampler.step_size, n_threads=sampler.n_threads or None)
+                        round_length=SGLD_ROUND_LENGTH, step_size=sampler.step_size,
+                        n_threads=sampler.n_threads or None)
     ratings = model.check_data(data)
     n_samples, burnin, thin = check_run_length(n_samples, burnin, thin)
-    if isinstance(sampler, DSGLD) and sampler.batch_size > ratings.nnz:
-        raise ValueError(f"batch_size={sampler.batch_size} is larger than the {ratings.nnz} "
-                         "training ratings")
+    if isinstance(sampler, DSGLD):
+        sampler = sampler.for_data(ratings.nnz)
     if burnin_rmse is not None and not (isinstance(burnin_rmse, numbers.Real)
                                         and not isinstance(burnin_rmse, bool) and burnin_rmse > 0):
         raise ValueError(f"burnin_rmse must be a positive number, got {burnin_rmse!r}")
@@ -78,6 +86,16 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, in
                                                             mean_rating, n_threads)
     if init is not None:
         kernel.set_initial(init)
+    auto_step = None
+    if autostep.is_auto(getattr(sampler, "step_size", None)):
+        if not hasattr(kernel, "auto_step"):
+            raise ValueError("step_size='auto' needs the chains in one process; the MPI "
+                             "parameter server takes a given step (run pymf.sample once with "
+                             "'auto' and pass its params['auto_step']['eps'] as eps0)")
+        eps0, auto_step = kernel.auto_step(seed)
+        # the first round gets the rule's step, then the benchmarked annealing (kappa 1000)
+        sampler = copy.copy(sampler)
+        sampler.step_size = AnnealedStep(eps0 * (1 + 1 / AUTO_KAPPA) ** 0.51, AUTO_KAPPA)
     if test is not None:
         kernel.attach_test(test)
     burnin_until = None
@@ -93,6 +111,8 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, in
     params = {"model": model.params(), "sampler": sampler.params(), "seed": seed,
               "shape": list(ratings.shape), "nnz": ratings.nnz, "n_samples": n_samples,
               "burnin": burnin, "thin": thin}
+    if auto_step is not None:
+        params["auto_step"] = auto_step
 
     def make_result(record):
         return BPMFResult.from_record(record, params, mean_rating, model.tau, test, kernel.draw())

@@ -61,6 +61,47 @@ class Result:
         entries (rows[i], cols[i])."""
         raise NotImplementedError
 
+    # ---- calibration of the posterior predictive (pymf.engine.calibration) ----
+    def predictive_draws(self, rows, cols, rng, max_draws):
+        """Family hook: (S, n) draws of new values of the entries from the posterior
+        predictive (noise included), at most max_draws of them, or None without kept draws."""
+        return None
+
+    def predictive_moments(self, rows, cols):
+        """Family hook: (mean, sd) of the posterior predictive of the entries, noise
+        included, for a result without kept draws."""
+        raise ValueError(f"{type(self).__name__} has no posterior predictive distribution "
+                         "(a point estimate, or a run that kept no draws)")
+
+    def coverage(self, test, levels=(0.5, 0.8, 0.9, 0.95), seed=0):
+        """{level: fraction of the held-out values of `test` inside their central posterior
+        predictive interval of that level}, noise included. A calibrated posterior gives
+        about the level itself (within sqrt(l (1 - l) / n_test) plus the dependence between
+        entries). The intervals are quantiles of up to 500 predictive draws (kept draws plus
+        simulated noise, with a generator seeded by `seed`), or mean +- z sd without draws."""
+        from pymf.engine import calibration
+        return calibration.coverage(self, test, levels, seed)
+
+    def calibration(self, test, levels=(0.5, 0.8, 0.9, 0.95), n_bins=10, seed=0):
+        """coverage() at every level, and the held-out RMSE against the predicted sd in
+        n_bins bins of equal counts (dict of lists); kept for plot_calibration."""
+        from pymf.engine import calibration
+        self._calibration = calibration.calibration(self, test, levels, n_bins, seed)
+        return self._calibration
+
+    def plot_calibration(self, path, test=None, levels=(0.5, 0.8, 0.9, 0.95), n_bins=10,
+                         seed=0):
+        """Write a PNG: nominal against observed coverage, and RMSE against predicted sd in
+        bins. test=None plots the last calibration() (or the held-out set it was given)."""
+        from pymf.engine import calibration
+        if test is not None:
+            self.calibration(test, levels, n_bins, seed)
+        table = getattr(self, "_calibration", None)
+        if table is None:
+            raise ValueError("plot_calibration needs held-out data: pass test= (or call "
+                             "calibration(test) first)")
+        return calibration.plot_calibration(table, path)
+
     def diagnostics(self, variables=None):
         """Rank-normalised split R-hat and bulk / tail ESS (Vehtari et al. 2021, computed by
         arviz-stats) of the per-draw statistics and of `variables` (names of posterior

@@ -2,12 +2,14 @@
 
 A float means a constant step; PolynomialDecay(a, b): eps_t = (a / t) ** b (the SGLD and
 PSGLD papers'); AnnealedStep(eps0, kappa, gamma): eps_t = eps0 (1 + t / kappa) ** -gamma
-(the DSGLD paper's). t counts the sampler's units from 1.
+(the DSGLD paper's). t counts the sampler's units from 1. "auto" (AutoStep): chosen per run
+from the problem's curvature (pymf.engine.autostep).
 """
 import numbers
 
 import numpy as np
 
+from pymf.engine.autostep import AutoStep
 from pymf.engine.checks import check_real
 
 
@@ -70,15 +72,19 @@ class AnnealedStep:
 
 
 def as_step_size(step_size):
-    if isinstance(step_size, (ConstantStep, PolynomialDecay, AnnealedStep)):
+    if isinstance(step_size, (ConstantStep, PolynomialDecay, AnnealedStep, AutoStep)):
         return step_size
+    if isinstance(step_size, str) and step_size == "auto":
+        return AutoStep()
     if isinstance(step_size, numbers.Real) and not isinstance(step_size, bool):
         return ConstantStep(step_size)
-    raise ValueError("step_size must be a positive float, a PolynomialDecay or an AnnealedStep, "
-                     f"got {step_size!r}")
+    raise ValueError("step_size must be 'auto', a positive float, a PolynomialDecay or an "
+                     f"AnnealedStep, got {step_size!r}")
 
 
 def step_size_from_params(params):
+    if params["kind"] == "auto":
+        return AutoStep()
     if params["kind"] == "constant":
         return ConstantStep(params["value"])
     if params["kind"] == "annealed":

@@ -18,7 +18,7 @@ from pymf.engine.api import fit, sample
 from pymf.engine.steps import PolynomialDecay
 from pymf.errors import DivergenceError
 from pymf.langevin import DSGD, LD, SGD, SGLD
-from pymf.nmf.models import TweedieNMF
+from pymf.nmf.models import TweedieNMF, has_predictive_draws
 from pymf.nmf.samplers import PSGLD, Gibbs
 
 SAMPLE_HELP = "sample the posterior of a matrix factorisation"
@@ -54,8 +54,19 @@ def _block_arguments(parser, what):
                         help="shuffle rows/columns before blocking")
 
 
+def _step(text):
+    """--step: 'auto' or a number."""
+    return text if text == "auto" else float(text)
+
+
 def _step_arguments(parser, default):
-    parser.add_argument("--step-size", type=float, default=default, help="constant step size")
+    if default == "auto":
+        parser.add_argument("--step-size", "--step", type=_step, default=default,
+                            help="constant step size, or 'auto': chosen from the curvature at "
+                                 "the start (half the stability limit, checked by a pilot; "
+                                 "see the README)")
+    else:
+        parser.add_argument("--step-size", type=float, default=default, help="constant step size")
     parser.add_argument("--step-a", type=float, default=None,
                         help="eps_t = (a/t)^b, overrides --step-size")
     parser.add_argument("--step-b", type=float, default=0.51,
@@ -82,7 +93,7 @@ def sample_arguments(parser):
                         help="PSGLD on the GPU: float32 halves the bytes moved (CPU: float64 only)")
     parser.add_argument("--batch-size", type=float, default=1.0 / 32,
                         help="SGLD minibatch: a fraction of the entries (<= 1) or a count")
-    _step_arguments(parser, 1e-4)
+    _step_arguments(parser, "auto")
     cliutil.add_threads(parser)
     _data_arguments(parser)
     parser.add_argument("--samples", type=int, default=2000,
@@ -184,31 +195,70 @@ def cmd_sample(args):
     }
     if "test_rmse" in result.trace:
         summary["final_test_rmse"] = float(result.trace["test_rmse"][-1])
+    if test is not None and result.n_kept and has_predictive_draws(model.beta):
+        # the fraction of held-out values inside their central posterior predictive intervals
+        summary["coverage"] = {str(level): value for level, value in result.coverage(test).items()}
     if args.plot:
-        summary["plot"] = _plot_trace(result, os.path.join(args.out, "trace.png"))
+        summary["plot"] = _plot_trace(result, os.path.join(args.out, "trace.png"), test)
     with open(os.path.join(args.out, "summary.json"), "w") as fh:
         json.dump(summary, fh, indent=2)
     print(json.dumps(summary, indent=2))
     print(f"\n{sampler.kind}: {iterations} iterations in {sampling:.2f} s "
           f"({summary['samples_per_second']} samples/s), final log-likelihood "
-          f"{summary['final_loglik']:.6g}; results in {summary['out']}")
+          f"{summary['final_loglik']:.6g}"
+          + (f", 90% interval coverage {summary['coverage']['0.9']:.3f}" if "coverage" in summary else "")
+          + f"; results in {summary['out']}")
     return 0
 
 
-def _plot_trace(result, path):
+def _plot_trace(result, path, test=None):
+    """The trace (log-likelihood against time); with a held-out set and kept draws, also
+    the held-out values against their posterior mean with 90 % predictive intervals, and
+    the calibration curve (nominal against observed coverage)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         return "matplotlib is not installed: no plot"
-    fig, ax = plt.subplots(figsize=(6, 4))
+    with_test = test is not None and result.n_kept > 0 and has_predictive_draws(
+        result.params["model"]["beta"])
+    fig, axes = plt.subplots(1, 3 if with_test else 1, figsize=(15 if with_test else 6, 4.5))
+    ax = axes[0] if with_test else axes
     time_axis = np.maximum(result.trace["time"], 1e-4)
     ax.plot(time_axis, result.trace["loglik"])
     ax.set_xscale("log")
     ax.set_xlabel("sampling time (s)")
     ax.set_ylabel("log-likelihood (up to a constant)")
     ax.set_title(result.params["sampler"]["sampler"])
+    if with_test:
+        from pymf.engine import calibration
+        held, mean, sd, draws = calibration.predictive(result, test)
+        lower, upper = calibration.intervals(mean, sd, draws, 0.9)
+        inside = (held.values >= lower) & (held.values <= upper)
+        show = np.random.default_rng(0).permutation(held.nnz)[:400]
+        ax = axes[1]
+        for mask, colour, label in ((inside[show], "C0", "inside"), (~inside[show], "C3", "outside")):
+            idx = show[mask]
+            ax.errorbar(mean[idx], held.values[idx], xerr=[mean[idx] - lower[idx], upper[idx] - mean[idx]],
+                        fmt="o", ms=3, color=colour, alpha=0.5, elinewidth=0.6,
+                        label=f"{label} its 90 % interval")
+        top = float(max(mean[show].max(), held.values[show].max()))
+        ax.plot([0, top], [0, top], color="0.5", lw=1)
+        ax.set_xlabel("posterior predictive mean (90 % interval)")
+        ax.set_ylabel("held-out value")
+        ax.set_title(f"held out: 90 % coverage {inside.mean():.3f} ({held.nnz} values)")
+        ax.legend(loc="upper left", fontsize=8)
+        table = result.calibration(test)
+        ax = axes[2]
+        ax.plot([0, 1], [0, 1], color="0.5", lw=1, label="ideal")
+        ax.plot(table["levels"], table["coverage"], "o-", label="observed")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("nominal coverage")
+        ax.set_ylabel("observed coverage")
+        ax.set_title("calibration")
+        ax.legend(loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

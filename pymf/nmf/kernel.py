@@ -8,8 +8,13 @@ Seeding: the run's SeedSequence spawns four independent streams:
 The chain is a pure function of (seed, data, settings): the same for any thread count,
 and a run resumed from a checkpoint continues exactly as if it had not stopped.
 """
+import copy
+import math
+
 import numpy as np
 
+from pymf.engine import autostep
+from pymf.engine.steps import ConstantStep
 from pymf.nmf import _blocks, _gibbs_nmf, _sgd, _sgld, _tweedie
 from pymf.data import Ratings, as_observed, real_array
 from pymf.engine.driver import digest, rmse
@@ -132,6 +137,46 @@ def make_chain(sampler, data, model, noise_seed, schedule_seed, batch_size, only
         model.lam_h, noise_seed, schedule_seed, batch_size=batch_size,
         part_order=getattr(sampler, "part_order", "cyclic"), n_threads=sampler.n_threads,
         only_row_block=only_row_block)
+
+
+def resolve_auto_step(sampler, chain, data, model, seed):
+    """(sampler, info): a sampler with step_size="auto" gets a constant step chosen at the
+    chain's starting state (pymf.engine.autostep: power iterations on finite-difference
+    Hessian-vector products of the full-data log posterior, a tenth of the stability limit,
+    a pilot of the chain itself that halves the step while it diverges); the chain is put
+    back at its start. Any other sampler comes back unchanged with info None."""
+    if not autostep.is_auto(getattr(sampler, "step_size", None)):
+        return sampler, None
+    W0, Ht0, _ = chain.get_state()
+    W0, Ht0 = np.array(W0), np.array(Ht0)
+    n_w = W0.size
+
+    def gradient(theta):
+        W = theta[:n_w].reshape(W0.shape)
+        Ht = theta[n_w:].reshape(Ht0.shape)
+        gW, gHt = _tweedie.gradient(data, W, Ht, model.beta, model.phi, sampler.n_threads or 0)
+        if not model.non_negative:  # the Gaussian prior's curvature; the exponential's is 0
+            gW -= model.lam_w * W
+            gHt -= model.lam_h * Ht
+        return np.concatenate([gW.ravel(), gHt.ravel()])
+
+    start = chain.loglik()
+
+    def pilot(eps):
+        try:
+            chain.run(np.full(autostep.PILOT_UNITS, eps))
+            W, Ht, _ = chain.get_state()
+            value = chain.loglik()
+            return (bool(np.all(np.isfinite(W)) and np.all(np.isfinite(Ht)))
+                    and math.isfinite(value) and value >= start - abs(start))
+        finally:
+            chain.set_state(W0, Ht0, 0)
+
+    eps, info = autostep.choose(gradient, np.concatenate([W0.ravel(), Ht0.ravel()]),
+                                seed_sequence(seed), pilot)
+    resolved = copy.copy(sampler)
+    resolved.step_size = ConstantStep(eps)
+    return resolved, info
 
 
 def run_facts(model, sampler, seed, shape, n_observed, n_blocks, batch_size):

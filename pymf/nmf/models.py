@@ -87,3 +87,32 @@ class TweedieNMF:
                     + H.size * math.log(self.lam_h) - self.lam_h * float(H.sum()))
         return (0.5 * W.size * math.log(self.lam_w / (2 * math.pi)) - 0.5 * self.lam_w * float(np.sum(W * W))
                 + 0.5 * H.size * math.log(self.lam_h / (2 * math.pi)) - 0.5 * self.lam_h * float(np.sum(H * H)))
+
+
+def has_predictive_draws(beta):
+    """Whether draw_tweedie samples this beta's likelihood."""
+    return 0.0 <= beta <= 1.0 or beta == 2.0
+
+
+def draw_tweedie(mu, beta, phi, rng):
+    """Draws of V ~ Tweedie(mu, phi, p = 2 - beta) for an array of means mu >= 0 (any real mu
+    for beta = 2): Gaussian (beta = 2), phi * Poisson(mu / phi) (beta = 1), compound
+    Poisson-gamma (0 < beta < 1: N ~ Poisson(mu^(2-p) / (phi (2 - p))) gammas of shape
+    (2 - p)/(p - 1) and scale phi (p - 1) mu^(p - 1)) and gamma (beta = 0, shape 1/phi).
+    The posterior predictive of pymf's coverage(); other betas have no sampler here."""
+    mu = np.asarray(mu, dtype=np.float64)
+    if beta == 2.0:
+        return mu + rng.normal(0.0, math.sqrt(phi), mu.shape)
+    mu = np.maximum(mu, 0.0)
+    if beta == 1.0:
+        return phi * rng.poisson(mu / phi)
+    if beta == 0.0:
+        return rng.gamma(1.0 / phi, phi * np.maximum(mu, 1e-300))
+    if has_predictive_draws(beta):  # 0 < beta < 1
+        p = 2.0 - beta
+        counts = rng.poisson(mu ** (2 - p) / (phi * (2 - p)))
+        shape = counts * (2 - p) / (p - 1)
+        scale = phi * (p - 1) * np.maximum(mu, 1e-300) ** (p - 1)
+        return np.where(counts > 0, rng.gamma(np.maximum(shape, 1e-300), scale), 0.0)
+    raise ValueError(f"posterior predictive draws are implemented for beta in [0, 1] and "
+                     f"beta = 2, not beta={beta}")

@@ -47,7 +47,7 @@ import time
 import numpy as np
 
 from pymf.data import Ratings, as_observed
-from pymf.engine import driver
+from pymf.engine import autostep, driver
 from pymf.engine.checks import check_callback, check_count, check_flag, check_run_length
 from pymf.engine.result import load
 from pymf.engine.seeds import resolve_seed
@@ -399,6 +399,10 @@ def sample_ring(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ou
     part_sizes = np.array([sum(block_sizes[b, (b + p) % B] for b in range(B)) for p in range(B)],
                           dtype=np.int64)
     abs_sum = comm.allreduce(float(np.sum(np.abs(values))), op=MPI.SUM)
+    if autostep.is_auto(sampler.step_size):
+        raise ValueError("step_size='auto' needs the whole data in one process; the MPI ring "
+                         "takes a given step: run pymf.sample once with step_size='auto' (on a "
+                         "sample of the data if need be) and pass its params['auto_step']['eps']")
     batch = sampler.batch_size(n_observed)
     chain = chain_factory(sampler, local, model, noise_seed, schedule_seed, batch,
                           only_row_block=rank)

@@ -5,6 +5,7 @@ import numpy as np
 from pymf.nmf import _tweedie
 from pymf.data import entry_ids
 from pymf.engine.result import Result
+from pymf.nmf.models import draw_tweedie
 
 
 class SampleResult(Result):
@@ -78,6 +79,23 @@ class SampleResult(Result):
             return mean
         var = np.maximum(total_sq / self.n_kept - mean * mean, 0.0)
         return mean, np.sqrt(var)
+
+    def predictive_draws(self, rows, cols, rng, max_draws):
+        """New values of the entries from up to max_draws kept draws (evenly spread): each
+        draw's mu = (W H)_ij, then Tweedie(mu, phi, p = 2 - beta) noise (pymf.nmf.models.
+        draw_tweedie). None if no samples were kept."""
+        if not self._draws or self.n_kept == 0:
+            return None
+        rows, cols = entry_ids(rows, cols, (self.W_mean.shape[0], self.H_mean.shape[1]))
+        model = self.params["model"]
+        pick = np.unique(np.linspace(0, self.n_kept - 1, min(max_draws, self.n_kept)).astype(int))
+        W_samples, H_samples = self.W_samples, self.H_samples
+        out = np.empty((len(pick), len(rows)))
+        for n, s in enumerate(pick):
+            mu = _tweedie.predict_entries(np.ascontiguousarray(W_samples[s]),
+                                          np.ascontiguousarray(H_samples[s].T), rows, cols)
+            out[n] = draw_tweedie(mu, model["beta"], model["phi"], rng)
+        return out
 
     def _family_arrays(self):
         return {"W_mean": self.W_mean, "H_mean": self.H_mean, "W_var": self.W_var,

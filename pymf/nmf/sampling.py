@@ -7,7 +7,8 @@ from pymf.engine import driver
 from pymf.engine.checks import check_count, check_run_length
 from pymf.engine.seeds import resolve_seed
 from pymf.nmf.kernel import (FactorKernel, GridMap, blocked_data, check_init, make_chain,
-                             prepare_test, run_facts, run_fingerprint, run_seeds, sample_params)
+                             prepare_test, resolve_auto_step, run_facts, run_fingerprint,
+                             run_seeds, sample_params)
 from pymf.nmf.result import FitResult, SampleResult
 
 
@@ -35,10 +36,13 @@ def _setup(model, data, sampler, seed, init, test, chain_factory=make_chain):
     else:
         W0, H0 = check_init(init, shape, model.rank, model)
     chain.set_state(*grid.to_grid(W0, H0), 0)
+    sampler, auto_step = resolve_auto_step(sampler, chain, data, model, seed)
     facts = run_facts(model, sampler, seed, shape, data.n_observed, n_blocks, batch)
+    if auto_step is not None:
+        facts["auto_step"] = auto_step
     fingerprint = run_fingerprint(facts, driver.digest(observed), test,
                                   None if init is None else (W0, H0))
-    return observed, test, grid, chain, seed, facts, fingerprint
+    return observed, test, grid, chain, seed, facts, fingerprint, sampler
 
 
 def sample_nmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, init=None,
@@ -57,8 +61,8 @@ def sample_nmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ini
                                f"{gpu.why_unavailable()}")
     plan = driver.Plan(n_samples, burnin, thin, trace_every, checkpoint_every,
                        trace_at_start=True)
-    observed, test, grid, chain, seed, facts, fingerprint = _setup(model, data, sampler, seed,
-                                                                   init, test, chain_factory)
+    observed, test, grid, chain, seed, facts, fingerprint, sampler = _setup(
+        model, data, sampler, seed, init, test, chain_factory)
     kernel = kernel_class(chain, grid, model, test)
     params = sample_params(facts, n_samples, burnin, thin, sampler, test)
 
@@ -91,8 +95,8 @@ def fit_nmf(model, data, optimizer, n_epochs=10, seed=None, init=None, test=None
             trace_every=None, progress=None, callback=None, checkpoint=None):
     """MAP estimate of (W, H) with SGD or DSGD; returns a FitResult (see pymf.fit)."""
     n_epochs = check_count(n_epochs, "n_epochs", 1)
-    observed, test, grid, chain, seed, facts, fingerprint = _setup(model, data, optimizer, seed,
-                                                                   init, test)
+    observed, test, grid, chain, seed, facts, fingerprint, optimizer = _setup(
+        model, data, optimizer, seed, init, test)
     per_epoch = optimizer.iterations_per_epoch(facts["n_observed"])
     total = n_epochs * per_epoch
     trace_every = per_epoch if trace_every is None else check_count(trace_every, "trace_every", 1)

@@ -72,6 +72,14 @@ class SIBMResult(Result):
         """The expected value of the entries: predict_proba."""
         return self.predict_proba(rows, cols, return_std)
 
+    def predictive_moments(self, rows, cols):
+        """No interval coverage: an entry is 0 or 1, and every central interval of a
+        Bernoulli predictive either holds both values or one, so its coverage says nothing
+        about calibration (that is a reliability diagram of predict_proba)."""
+        raise ValueError("coverage is not defined for SIBM's binary entries: a 0/1 value's "
+                         "central interval is {0, 1} or a single value; check predict_proba "
+                         "with a reliability diagram instead")
+
     def __repr__(self):
         elbo = self.trace["elbo"][-1] if len(self.trace.get("elbo", [])) else float("nan")
         return (f"SIBMResult({self.params['method']['method']}, {self.iterations} "

@@ -5,6 +5,11 @@
  * Model:  r_ij ~ N(rbar + u_i . v_j + a_i + b_j, 1/tau),
  *         u_i ~ N(0, diag(lam_u)^-1), v_j ~ N(0, diag(lam_v)^-1),
  *         a_i ~ N(0, 1/lam_a), b_j ~ N(0, 1/lam_b), every precision ~ Gamma(alpha0, rate beta0).
+ * The noise precision tau is either fixed (sample_tau = 0: tau = model->tau) or sampled
+ * (sample_tau = 1) with the same Gamma(alpha0, rate beta0) prior: its conditional given the
+ * factors is Gamma(alpha0 + N/2, rate beta0 + S/2), S the sum of squared training residuals,
+ * drawn where S is computed (pymf_dsgld_hyper_step, the Gibbs sweep). The current tau is
+ * part of a chain's state: the last of its precisions (PYMF_BPMF_TAU).
  *
  * Layout: users and items are in "grid order" (the Python layer permutes them), cut into
  * P row stripes and Q column stripes; block s = p * Q + q holds the ratings of stripe p x
@@ -47,7 +52,17 @@ typedef struct {
     int use_bias;        /* 1: a_i and b_j are in the model; 0: they stay 0 */
     double alpha0;       /* Gamma hyperprior shape of every precision, > 0 */
     double beta0;        /* Gamma hyperprior rate, > 0 */
+    int sample_tau;      /* 1: tau is drawn from its conditional (tau above is its start) */
 } pymf_bpmf_model;
+
+/* A chain's precisions: lam_u[D], lam_v[D], lam_a, lam_b, tau. */
+#define PYMF_BPMF_N_PRECISIONS(D) (2 * (D) + 3)
+#define PYMF_BPMF_TAU(D) (2 * (D) + 2)
+/* The noise precision a chain's steps use: its own (sampled) or the model's fixed one. */
+static inline double pymf_bpmf_current_tau(const pymf_bpmf_model *m, const double *lambdas)
+{
+    return m->sample_tau ? lambdas[PYMF_BPMF_TAU(m->rank)] : m->tau;
+}
 
 /* The ratings, block by block (arrays owned by the caller). */
 typedef struct {
@@ -61,7 +76,8 @@ typedef struct {
     const double *ratings;
 } pymf_bpmf_data;
 
-/* The parameters of one chain in grid order. lambdas = lam_u[D], lam_v[D], lam_a, lam_b. */
+/* The parameters of one chain in grid order. lambdas = lam_u[D], lam_v[D], lam_a, lam_b, tau
+ * (PYMF_BPMF_N_PRECISIONS(D) values; with a fixed tau the last is model->tau). */
 typedef struct {
     double *U;  /* n_users x D */
     double *V;  /* n_items x D */
@@ -110,7 +126,7 @@ double pymf_bpmf_log_posterior(const pymf_bpmf_model *model, const pymf_bpmf_dat
                                const pymf_bpmf_params *p, double *gU, double *gV, double *ga,
                                double *gb);
 /* One Gibbs draw of the precisions given (U, V, a, b): lam ~ Gamma(alpha0 + n/2, rate
- * beta0 + sum x^2 / 2), from a GSL mt19937 seeded with `seed`. */
+ * beta0 + sum x^2 / 2), from a GSL mt19937 seeded with `seed` (tau is left as it is). */
 pymf_status pymf_bpmf_sample_precisions(const pymf_bpmf_model *model, int64_t n_users,
                                         int64_t n_items, pymf_bpmf_params *p,
                                         unsigned long seed, pymf_error *err);
@@ -188,10 +204,13 @@ void pymf_dsgld_get_state(const pymf_dsgld *d, int chain, double *U, double *V, 
  * divergence every chain is put back to its state before the failing round. */
 pymf_status pymf_dsgld_run(pymf_dsgld *d, int64_t n_rounds, const double *eps, pymf_error *err);
 /* Gibbs draw of the precisions (and of rows without ratings, from their prior) of one chain,
- * as done after round `round`; exposed for the MPI parameter server. */
+ * as done after round `round`, then, if model->sample_tau, of tau given the squared
+ * residual sum (computed here, with n_threads OpenMP threads; the same bits for any count);
+ * exposed for the MPI parameter server. */
 pymf_status pymf_dsgld_hyper_step(const pymf_bpmf_model *model, const pymf_bpmf_data *data,
                                   pymf_bpmf_params *p, const double *h_user, const double *h_item,
-                                  uint64_t hyper_seed, int64_t round, pymf_error *err);
+                                  uint64_t hyper_seed, int64_t round, int n_threads,
+                                  pymf_error *err);
 const pymf_bpmf_params *pymf_dsgld_params(const pymf_dsgld *d, int chain);
 
 #endif

@@ -15,8 +15,10 @@
  * hyper-parameter draws from a GSL mt19937 reseeded per sweep: any thread count gives the
  * same chain.
  *
- * Hyper-parameter vector ("hyper"): gamma: lam_u[D], lam_v[D], lam_a, lam_b;
- * wishart: mu_u[D], Lambda_u[D*D], mu_v[D], Lambda_v[D*D], lam_a, lam_b.
+ * Hyper-parameter vector ("hyper"): gamma: lam_u[D], lam_v[D], lam_a, lam_b, tau;
+ * wishart: mu_u[D], Lambda_u[D*D], mu_v[D], Lambda_v[D*D], lam_a, lam_b, tau. With
+ * model->sample_tau the sweep ends with tau | rest ~ Gamma(alpha0 + N/2, rate beta0 + S/2)
+ * (S: the squared residual sum); a fixed tau stays model->tau.
  */
 #ifndef PYMF_BPMF_GIBBS_H
 #define PYMF_BPMF_GIBBS_H

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Defaults only: BPMF on MovieLens-100K with nothing but the rank given (issue "works
+without tuning").
+
+Data: ../shared/data/ml-100k.data (never copied into the repository), a random 80/20 split
+(Ratings.split, seed --split-seed 0). Model pymf.BPMF(10) (tau="sample"); samplers
+pymf.DSGLD(n_threads=T) and pymf.BPMFGibbs(n_threads=T), every other setting their default.
+
+  DSGLD  pymf.sample(..., n_samples=4000, burnin=200, thin=5) (bench/bpmf_movielens.py's
+         burn-in and thinning), stopped by a callback after --budget seconds of sampling
+         (10): the test RMSE of the running mean prediction when it stops. Target: <= 0.900
+         within 10 s.
+  Gibbs  --gibbs-sweeps sweeps (600, bench/bpmf_movielens.py's baseline length) with
+         burn-in --gibbs-burnin (100). Target: <= 0.895.
+  both   90 % posterior predictive interval coverage of the held-out ratings
+         (Result.coverage, noise included). Target: 0.88 - 0.92.
+
+Median over --repeats seeds (0, 1, 2); threads --threads (2). Output: JSON (stdout and
+OUT/defaults.json), a table, OUT/defaults.png (test RMSE against time, first seed, and the
+calibration curves). Missed targets are reported as missed.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import emit, table  # noqa: E402
+
+import pymf  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_DATA = os.path.join(HERE, "..", "..", "shared", "data", "ml-100k.data")
+TARGETS = {"DSGLD": {"rmse": 0.900, "seconds": 10.0}, "BPMF Gibbs": {"rmse": 0.895},
+           "coverage_90": (0.88, 0.92)}
+
+
+def run_dsgld(train, test, rank, seed, threads, budget):
+    def stop(info):
+        return info["time"] >= budget
+
+    started = time.perf_counter()
+    res = pymf.sample(pymf.BPMF(rank), train, pymf.DSGLD(n_threads=threads), n_samples=4000,
+                      burnin=200, thin=5, seed=seed, test=test, callback=stop, progress=False)
+    return res, time.perf_counter() - started
+
+
+def run_gibbs(train, test, rank, seed, threads, sweeps, burnin):
+    started = time.perf_counter()
+    res = pymf.sample(pymf.BPMF(rank), train, pymf.BPMFGibbs(n_threads=threads),
+                      n_samples=sweeps - burnin, burnin=burnin, seed=seed, test=test,
+                      progress=False)
+    return res, time.perf_counter() - started
+
+
+def summarise(res, wall, test):
+    cal = res.calibration(test)
+    return {"final_rmse": float(res.trace["test_rmse"][-1]),
+            "sampling_seconds": float(res.trace["time"][-1]), "wall_seconds": wall,
+            "units": int(res.iterations), "kept": int(res.test_count),
+            "tau_mean": float(sum(map(float, res.sample_stats["tau"].ravel()))
+                              / res.sample_stats["tau"].size),
+            "coverage": dict(zip(map(str, cal["levels"]), cal["coverage"])),
+            "calibration": cal,
+            "trace": {"time": [float(x) for x in res.trace["time"]],
+                      "test_rmse": [float(x) for x in res.trace["test_rmse"]]}}
+
+
+def plot(path, first_runs):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for name, run in first_runs.items():
+        left.plot(run["trace"]["time"], run["trace"]["test_rmse"], label=name)
+        cal = run["calibration"]
+        right.plot(cal["levels"], cal["coverage"], "o-", label=name)
+    left.axhline(TARGETS["DSGLD"]["rmse"], color="0.6", ls="--", lw=1)
+    left.axhline(TARGETS["BPMF Gibbs"]["rmse"], color="0.6", ls=":", lw=1)
+    left.set_xscale("log")
+    left.set_ylim(0.88, 0.95)
+    left.set_xlabel("sampling time (s)")
+    left.set_ylabel("test RMSE (running mean)")
+    left.legend()
+    right.plot([0, 1], [0, 1], color="0.6", lw=1)
+    right.set_xlabel("nominal coverage")
+    right.set_ylabel("observed coverage (held-out ratings)")
+    right.legend()
+    fig.suptitle("MovieLens-100K, defaults only, rank 10 (first seed)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--data", default=DEFAULT_DATA)
+    p.add_argument("--split-seed", type=int, default=0)
+    p.add_argument("--rank", type=int, default=10)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--budget", type=float, default=10.0, help="DSGLD's seconds of sampling")
+    p.add_argument("--gibbs-sweeps", type=int, default=600)
+    p.add_argument("--gibbs-burnin", type=int, default=100)
+    p.add_argument("--out", default=os.path.join(HERE, "..", "results", "defaults"))
+    args = p.parse_args(argv)
+    if not os.path.exists(args.data):
+        sys.exit(f"MovieLens-100K not found at {args.data} (pass --data)")
+    ratings = pymf.datasets.load_movielens(args.data)
+    train, test = ratings.split(0.2, seed=args.split_seed)
+    runs = {"DSGLD": [], "BPMF Gibbs": []}
+    for seed in range(args.repeats):
+        res, wall = run_dsgld(train, test, args.rank, seed, args.threads, args.budget)
+        runs["DSGLD"].append(summarise(res, wall, test))
+        res, wall = run_gibbs(train, test, args.rank, seed, args.threads, args.gibbs_sweeps,
+                              args.gibbs_burnin)
+        runs["BPMF Gibbs"].append(summarise(res, wall, test))
+        print(f"seed {seed}: " + ", ".join(f"{k} {v[-1]['final_rmse']:.4f} "
+                                           f"({v[-1]['sampling_seconds']:.1f} s, coverage90 "
+                                           f"{v[-1]['coverage']['0.9']:.3f})"
+                                           for k, v in runs.items()), file=sys.stderr, flush=True)
+    rows, results = [], []
+    lo, hi = TARGETS["coverage_90"]
+    for name, rs in runs.items():
+        median = {key: statistics.median(r[key] for r in rs)
+                  for key in ("final_rmse", "sampling_seconds", "wall_seconds", "units", "tau_mean")}
+        median["coverage_90"] = statistics.median(r["coverage"]["0.9"] for r in rs)
+        target = TARGETS[name]
+        met_rmse = median["final_rmse"] <= target["rmse"]
+        met_time = median["sampling_seconds"] <= target.get("seconds", float("inf")) + 0.5
+        met_cov = lo <= median["coverage_90"] <= hi
+        results.append({"method": name, **median, "targets": target, "coverage_target": [lo, hi],
+                        "rmse_target_met": met_rmse, "time_target_met": met_time,
+                        "coverage_target_met": met_cov,
+                        "runs": [{k: v for k, v in r.items() if k not in ("trace", "calibration")}
+                                 for r in rs]})
+        rows.append({"method": name, "rmse": median["final_rmse"], "target": target["rmse"],
+                     "rmse_met": "met" if met_rmse and met_time else "MISSED",
+                     "seconds": median["sampling_seconds"], "units": median["units"],
+                     "tau": median["tau_mean"], "cov90": median["coverage_90"],
+                     "cov_met": "met" if met_cov else "MISSED"})
+    os.makedirs(args.out, exist_ok=True)
+    document = {"benchmark": "defaults", "data": os.path.abspath(args.data),
+                "split": {"test_fraction": 0.2, "seed": args.split_seed, "train": train.nnz,
+                          "test": test.nnz},
+                "rank": args.rank, "threads": args.threads, "repeats": args.repeats,
+                "dsgld_budget_seconds": args.budget, "gibbs_sweeps": args.gibbs_sweeps,
+                "defaults": {"model": pymf.BPMF(args.rank).params(),
+                             "dsgld": pymf.DSGLD().params(), "gibbs": pymf.BPMFGibbs().params()},
+                "results": results,
+                "plot": plot(os.path.join(args.out, "defaults.png"),
+                             {k: v[0] for k, v in runs.items()})}
+    emit(document, os.path.join(args.out, "defaults.json"))
+    table(rows, [("method", "method", ""), ("test RMSE", "rmse", ".4f"), ("target", "target", ".3f"),
+                 ("RMSE/time", "rmse_met", ""), ("seconds", "seconds", ".1f"),
+                 ("units", "units", ".0f"), ("tau", "tau", ".3f"), ("coverage 90%", "cov90", ".3f"),
+                 ("0.88-0.92", "cov_met", "")])
+
+
+if __name__ == "__main__":
+    main()
