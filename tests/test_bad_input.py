@@ -245,9 +245,9 @@ def test_a_sampler_given_a_model_it_cannot_run_is_a_type_error_naming_both():
     with pytest.raises(TypeError, match="SGD cannot fit a NoneType model; SGD runs on BPMF, "
                                         "TweedieNMF"):
         pymf.fit(None, V_OK, pymf.SGD())
-    with pytest.raises(TypeError, match="HAMCMC cannot sample a TweedieNMF model; a "
+    with pytest.raises(TypeError, match="CollapsedIBP cannot sample a TweedieNMF model; a "
                                         "TweedieNMF model takes .*PSGLD"):
-        pymf.sample(MODEL, V_OK, pymf.HAMCMC(), n_samples=2)
+        pymf.sample(MODEL, V_OK, pymf.CollapsedIBP(), n_samples=2)
 
 
 def test_movielens_files_with_bad_lines_or_ids_are_named(tmp_path):
