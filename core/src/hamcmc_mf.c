@@ -65,13 +65,8 @@ pymf_hamcmc_mf *pymf_hamcmc_mf_create(const pymf_nmf_model *model, const pymf_bl
                                       const pymf_hamcmc_mf_config *config, pymf_error *err)
 {
     pymf_gsl_quiet();
-    if (pymf_tweedie_check(&model->likelihood, err) != PYMF_OK)
+    if (pymf_nmf_model_check(model, err) != PYMF_OK)
         return NULL;
-    if (!(model->lam_w > 0.0) || !(model->lam_h > 0.0) || !isfinite(model->lam_w) ||
-        !isfinite(model->lam_h)) {
-        pymf_fail(err, PYMF_EINVAL, "prior parameters lam_w and lam_h must be positive and finite");
-        return NULL;
-    }
     if (config->memory < 2 || config->memory > 64) {
         pymf_fail(err, PYMF_EINVAL, "HAMCMC needs a memory M in [2, 64] (the pairs skip theta_{t-M}), got %d",
                   config->memory);

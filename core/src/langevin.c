@@ -48,13 +48,8 @@ pymf_langevin *pymf_langevin_create(const pymf_nmf_model *model, const pymf_bloc
                                     const pymf_langevin_config *config, pymf_error *err)
 {
     pymf_gsl_quiet();
-    if (pymf_tweedie_check(&model->likelihood, err) != PYMF_OK)
+    if (pymf_nmf_model_check(model, err) != PYMF_OK)
         return NULL;
-    if (!(model->lam_w > 0.0) || !(model->lam_h > 0.0) || !isfinite(model->lam_w) ||
-        !isfinite(model->lam_h)) {
-        pymf_fail(err, PYMF_EINVAL, "prior parameters lam_w and lam_h must be positive and finite");
-        return NULL;
-    }
     if (config->kind == PYMF_SGLD) {
         if (config->batch_size <= 0) {
             pymf_fail(err, PYMF_EINVAL, "SGLD batch_size must be positive");

@@ -1,4 +1,5 @@
 #include "pymf/tweedie.h"
+#include "pymf/nmf_model.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -127,4 +128,16 @@ void pymf_predict_entries(const double *W, const double *Ht, int rank, int64_t n
 {
     for (int64_t e = 0; e < n; ++e)
         out[e] = pymf_dot(W + rows[e] * rank, Ht + cols[e] * rank, rank);
+}
+
+pymf_status pymf_nmf_model_check(const pymf_nmf_model *model, pymf_error *err)
+{
+    const pymf_status status = pymf_tweedie_check(&model->likelihood, err);
+    if (status != PYMF_OK)
+        return status;
+    if (!(model->lam_w > 0.0) || !(model->lam_h > 0.0) || !isfinite(model->lam_w) ||
+        !isfinite(model->lam_h))
+        return pymf_fail(err, PYMF_EINVAL,
+                         "prior parameters lam_w and lam_h must be positive and finite");
+    return PYMF_OK;
 }

@@ -18,4 +18,7 @@ typedef struct {
     double lam_w, lam_h; /* exponential rates, or Gaussian precisions */
 } pymf_nmf_model;
 
+/* the likelihood's settings (pymf_tweedie_check) and positive, finite prior parameters */
+pymf_status pymf_nmf_model_check(const pymf_nmf_model *model, pymf_error *err);
+
 #endif
