@@ -210,9 +210,30 @@ def loader():
     return None if isinstance(state, RuntimeError) else state
 
 
+def _cuda_sources():
+    """pymf.cuda: installed (or editable), the package; run from a source tree (the
+    repository root on sys.path), the repository's cuda/ folder, loaded as pymf.cuda, so
+    that `pymf info` and the CUDA tests work there too."""
+    try:
+        from pymf import cuda
+        return cuda
+    except ImportError:
+        folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cuda")
+        init = os.path.join(folder, "__init__.py")
+        if not os.path.exists(init):
+            raise
+        import importlib.util
+        import sys
+        spec = importlib.util.spec_from_file_location("pymf.cuda", init,
+                                                      submodule_search_locations=[folder])
+        cuda = importlib.util.module_from_spec(spec)
+        sys.modules["pymf.cuda"] = cuda
+        spec.loader.exec_module(cuda)
+        return cuda
+
+
 def kernel_dir():
-    from pymf import cuda
-    return str(cuda.source_dir())
+    return str(_cuda_sources().source_dir())
 
 
 def kernel_source():
@@ -229,15 +250,13 @@ def include_dir():
 
 def _read_kernel_source():
     """cuda/psgld.cu headed by the digest of its headers (pymf.cuda.kernel_text)."""
-    from pymf import cuda
-    return cuda.kernel_text(kernel_source(), include_dir())
+    return _cuda_sources().kernel_text(kernel_source(), include_dir())
 
 
 def prebuilt_fatbin():
     """The fatbin setup.py built from exactly this source and these headers, or None (no
     nvcc at install time, an editable install, or sources changed since)."""
-    from pymf import cuda
-    return cuda.prebuilt_fatbin(kernel_dir(), _read_kernel_source())
+    return _cuda_sources().prebuilt_fatbin(kernel_dir(), _read_kernel_source())
 
 
 _kernel_origin = {}  # loader name -> where its kernels came from (see kernel_origin)
