@@ -28,9 +28,8 @@ SHAPE = (71_567, 10_681)
 N_RATINGS = 10_000_000
 
 
-def generate(n_ratings=N_RATINGS, shape=SHAPE, rank=10, seed=0, tiles=1):
-    """(rows, cols, values) as int64, int64, float64 arrays; tiles > 1 repeats the matrix
-    tiles x tiles times as blocks (each tile's values redrawn noise, the paper's tiling)."""
+def generate(n_ratings=N_RATINGS, shape=SHAPE, rank=10, seed=0):
+    """(rows, cols, values, shape): int64, int64 and float64 arrays and the matrix's shape."""
     rng = np.random.default_rng(seed)
     L, M = shape
     user_w = rng.lognormal(0.0, 1.0, L)
@@ -51,31 +50,23 @@ def generate(n_ratings=N_RATINGS, shape=SHAPE, rank=10, seed=0, tiles=1):
     a, b = rng.normal(0, 0.4, L), rng.normal(0, 0.4, M)
     U = rng.normal(0, 0.9 / np.sqrt(rank), (L, rank))
     V = rng.normal(0, 0.9 / np.sqrt(rank), (M, rank))
-    all_rows, all_cols, all_vals = [], [], []
-    for ti in range(tiles):
-        for tj in range(tiles):
-            mean = 3.5 + a[rows] + b[cols]
-            for start in range(0, len(rows), 1_000_000):  # u.v in chunks: bounded memory
-                stop = start + 1_000_000
-                mean[start:stop] += np.einsum("nk,nk->n", U[rows[start:stop]], V[cols[start:stop]])
-            values = np.clip(np.rint(mean + rng.normal(0, 0.8, len(rows))), 1, 5)
-            all_rows.append(rows + ti * L)
-            all_cols.append(cols + tj * M)
-            all_vals.append(values)
-    return (np.concatenate(all_rows), np.concatenate(all_cols), np.concatenate(all_vals),
-            (L * tiles, M * tiles))
+    mean = 3.5 + a[rows] + b[cols]
+    for start in range(0, len(rows), 1_000_000):  # u.v in chunks: bounded memory
+        stop = start + 1_000_000
+        mean[start:stop] += np.einsum("nk,nk->n", U[rows[start:stop]], V[cols[start:stop]])
+    values = np.clip(np.rint(mean + rng.normal(0, 0.8, len(rows))), 1, 5)
+    return rows, cols, values, (L, M)
 
 
-def load(path, n_ratings=N_RATINGS, seed=0, tiles=1):
+def load(path, n_ratings=N_RATINGS, seed=0):
     """pymf.Ratings of the synthetic matrix, from the cache at path (written if absent)."""
     if not os.path.exists(path):
-        rows, cols, values, shape = generate(n_ratings, seed=seed, tiles=tiles)
+        rows, cols, values, shape = generate(n_ratings, seed=seed)
         os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
-        np.savez(path, rows=rows, cols=cols, values=values, shape=np.asarray(shape),
-                 seed=seed, tiles=tiles)
+        np.savez(path, rows=rows, cols=cols, values=values, shape=np.asarray(shape), seed=seed)
     with np.load(path) as f:
-        if int(f["seed"]) != seed or int(f["tiles"]) != tiles or len(f["rows"]) != n_ratings * tiles ** 2:
-            raise ValueError(f"{path} holds another matrix (seed, tiles or size differ): remove it")
+        if int(f["seed"]) != seed or len(f["rows"]) != n_ratings:
+            raise ValueError(f"{path} holds another matrix (seed or size differ): remove it")
         return pymf.Ratings(f["rows"], f["cols"], f["values"], tuple(int(s) for s in f["shape"]))
 
 
@@ -83,11 +74,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--ratings", type=int, default=N_RATINGS)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--tiles", type=int, default=1)
     p.add_argument("--out", default="results/ratings_10m.npz")
     args = p.parse_args()
     started = time.perf_counter()
-    ratings = load(args.out, args.ratings, args.seed, args.tiles)
+    ratings = load(args.out, args.ratings, args.seed)
     values = ratings.values
     print({"shape": ratings.shape, "ratings": len(values), "mean": float(values.mean()),
            "histogram_1_to_5": np.bincount(values.astype(int), minlength=6)[1:].tolist(),
