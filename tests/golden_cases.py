@@ -460,6 +460,63 @@ def linear(kind):
     return linear_digests(res, (A, x))
 
 
+# ------------------------------------------------------------------------ SIBM fitting
+
+def sibm_problem():
+    """A 60 x 40 binary matrix of about 10 % ones, and 80 held-out entries."""
+    import scipy.sparse as sparse
+
+    rng = np.random.default_rng(21)
+    ones = rng.random((60, 40)) < 0.1
+    rows, cols = rng.integers(0, 60, 80), rng.integers(0, 40, 80)
+    return sparse.csr_matrix(ones.astype(float)), (rows, cols, ones[rows, cols].astype(int))
+
+
+def sibm_fit(method, n_updates, checkpoint=None, callback=None):
+    X, test = sibm_problem()
+    res = pymf.fit(pymf.LogisticMF(3), X, method, n_updates=n_updates, seed=13, test=test,
+                   trace_every=5, checkpoint=checkpoint, checkpoint_every=5, callback=callback)
+    return res, X
+
+
+def sibm_digests(res, data):
+    return {
+        "chain:natural": digest_dict(res.natural),
+        "summary:trace": digest_dict(res.trace),
+        "diag:elbo_last": _f(res.trace["elbo"][-1]),
+        "diag:test_loglik_last": _f(res.trace["test_loglik"][-1]),
+        "diag:data": digest_many(data.indptr, data.indices)[:16],
+    }
+
+
+def sibm(sampling, batch_size, threads):
+    res, X = sibm_fit(pymf.SIBM(sampling=sampling, batch_size=batch_size, n_threads=threads), 30)
+    return sibm_digests(res, X)
+
+
+def sibm_resumed():
+    """Stopped after update 15 (checkpoint written), then resumed by the same call: must give
+    sibm_biased_auto_threads1's digests."""
+    method = pymf.SIBM(sampling="biased", batch_size="auto", n_threads=1)
+
+    def interrupt(info):
+        if info["iteration"] >= 15:
+            raise KeyboardInterrupt
+
+    with tempfile.TemporaryDirectory() as tmp:
+        checkpoint = os.path.join(tmp, "sibm.npz")
+        partial, _ = sibm_fit(method, 30, checkpoint, interrupt)
+        if not (partial.interrupted and os.path.exists(checkpoint)):
+            raise RuntimeError("the fit was not interrupted as planned")
+        res, X = sibm_fit(method, 30, checkpoint)
+    return sibm_digests(res, X)
+
+
+def sibm_batch():
+    res, X = sibm_fit(pymf.BatchVB(), 6)
+    return sibm_digests(res, X)
+
+
 # -------------------------------------------------------------------------------- MPI
 
 def run_mpi(n_ranks, module, args, cwd):
@@ -545,6 +602,14 @@ _register("bpmf_fit_dsgd", lambda: bpmf_fit("dsgd"))
 
 for _kind in ("hamcmc", "psgld", "sgrld", "sgld"):
     _register(f"linear_{_kind}", lambda k=_kind: linear(k))
+
+_register("sibm_biased_auto_threads1", lambda: sibm("biased", "auto", 1))
+_register("sibm_biased_auto_threads2", lambda: sibm("biased", "auto", 2),
+          "sibm_biased_auto_threads1")
+_register("sibm_biased_auto_resumed", sibm_resumed, "sibm_biased_auto_threads1")
+_register("sibm_balanced_fixed", lambda: sibm("balanced", 200, 1))
+_register("sibm_uniform_fixed", lambda: sibm("uniform", 200, 1))
+_register("sibm_batch_vb", sibm_batch)
 
 # the MPI chains are the shared-memory ones, bit for bit (README): same recordings
 _register("mpi_psgld_ring_2ranks", mpi_psgld_ring, "nmf_psgld_dense_blocks2", mpi=True)

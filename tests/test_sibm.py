@@ -426,3 +426,23 @@ def test_default_batch_bounds_scale_with_the_matrix():
     assert pymf.SIBM().sizes(10_000, 10_000)[:2] == (5000, 5000)
     assert pymf.SIBM().sizes(50, 40)[:2] == (1000, 1000)
     assert pymf.SIBM(batch_min=200, batch_start=300).sizes(10_000, 10_000)[:2] == (300, 200)
+
+
+def test_state_in_place_shares_q_and_set_state_still_checks_it():
+    """The C object works in the Chain's own arrays (a fit holds q once): state(copy=False)
+    hands them out, state() copies; set_state given them back checks them, so a non-finite
+    value written in place is refused by name and a copied state is left as it was."""
+    chain = chain_for(small_matrix())
+    own, copied = chain.state(copy=False), chain.state()
+    assert own["u1"] is chain.state(copy=False)["u1"]
+    assert copied["u1"] is not own["u1"]
+    np.testing.assert_array_equal(copied["u2"], own["u2"])
+    chain.run(3)
+    assert not np.array_equal(copied["u1"], own["u1"])  # own moved with the updates
+    before = chain.state()
+    own["u2"][1, 0] = np.nan
+    with pytest.raises(ValueError, match="U: natural parameters must be finite"):
+        chain.set_state(own["u1"], own["u2"], own["v1"], own["v2"], own["z"],
+                        own["row_updates"], own["col_updates"], int(own["t"]),
+                        int(own["batch"]))
+    np.testing.assert_array_equal(before["v1"], chain.state()["v1"])

@@ -23,9 +23,15 @@ struct pymf_sibm {
     pymf_sibm_prior prior;
     pymf_sibm_config config;
     int D;
-    /* q: natural parameters and, kept in step with them, means and variances */
+    /* q: natural parameters, in the caller's arrays (pymf_sibm_factors), and z's mean and
+     * variance kept in step with z */
     double *u1, *u2, *v1, *v2, z[2];
-    double *mu_u, *var_u, *mu_v, *var_v, mu_z, var_z;
+    double mu_z, var_z;
+    /* batch VB only: the factors' means and variances, kept in step with u and v during a
+     * sweep (the O(L M D) loops read each many times); the stochastic updates compute them
+     * from the natural parameters where they are read, the same quotients bit for bit, so
+     * that a fit of a 10^5 x 10^5 matrix does not hold q twice */
+    double *mu_u, *var_u, *mu_v, *var_v;
     int64_t *row_updates, *col_updates, t, batch;
     /* the sampling strategy's tables */
     int64_t *col_ones;          /* c1_j */
@@ -76,15 +82,20 @@ static inline double product_var(double mu_a, double var_a, double mu_b, double 
     return var_a * var_b + var_a * mu_b * mu_b + mu_a * mu_a * var_b;
 }
 
+/* a factor's mean and variance from its natural parameters (mean/var, 1/var) */
+static inline double natural_mean(double eta1, double eta2) { return eta1 / eta2; }
+static inline double natural_var(double eta2) { return 1.0 / eta2; }
+
 static void entry_moments(const pymf_sibm *s, int64_t i, int64_t j, double *es, double *vs)
 {
     const int D = s->D;
-    const double *mu = s->mu_u + i * D, *vu = s->var_u + i * D;
-    const double *mv = s->mu_v + j * D, *vv = s->var_v + j * D;
+    const double *u1 = s->u1 + i * D, *u2 = s->u2 + i * D;
+    const double *v1 = s->v1 + j * D, *v2 = s->v2 + j * D;
     double m = s->mu_z, v = s->var_z;
     for (int d = 0; d < D; ++d) {
-        m += mu[d] * mv[d];
-        v += product_var(mu[d], vu[d], mv[d], vv[d]);
+        const double mu = natural_mean(u1[d], u2[d]), mv = natural_mean(v1[d], v2[d]);
+        m += mu * mv;
+        v += product_var(mu, natural_var(u2[d]), mv, natural_var(v2[d]));
     }
     *es = m;
     *vs = v;
@@ -288,7 +299,6 @@ void pymf_sibm_destroy(pymf_sibm *s)
 {
     if (s == NULL)
         return;
-    free(s->u1); free(s->u2); free(s->v1); free(s->v2);
     free(s->mu_u); free(s->var_u); free(s->mu_v); free(s->var_v);
     free(s->row_updates); free(s->col_updates);
     free(s->col_ones); free(s->ones_row_cum); free(s->ones_row_bmax);
@@ -328,6 +338,7 @@ static int reserve(pymf_sibm *s, int64_t n)
     return 0;
 }
 
+/* batch VB: a factor's natural parameters and its cached mean and variance */
 static void set_factor(double *eta1, double *eta2, double *mu, double *var, double t1, double t2)
 {
     *eta1 = t1;
@@ -494,7 +505,8 @@ static pymf_status build_tables(pymf_sibm *s, pymf_error *err)
 }
 
 pymf_sibm *pymf_sibm_create(const pymf_sibm_matrix *matrix, const pymf_sibm_prior *prior,
-                            const pymf_sibm_config *config, pymf_error *err)
+                            const pymf_sibm_config *config, const pymf_sibm_factors *factors,
+                            pymf_error *err)
 {
     pymf_error_clear(err);
     if (check_config(prior, config, err) != PYMF_OK || check_matrix(matrix, err) != PYMF_OK)
@@ -509,14 +521,10 @@ pymf_sibm *pymf_sibm_create(const pymf_sibm_matrix *matrix, const pymf_sibm_prio
     s->config = *config;
     s->D = prior->rank;
     const size_t nu = (size_t)matrix->n_rows * (size_t)s->D, nv = (size_t)matrix->n_cols * (size_t)s->D;
-    s->u1 = malloc(nu * sizeof(double)); s->u2 = malloc(nu * sizeof(double));
-    s->mu_u = malloc(nu * sizeof(double)); s->var_u = malloc(nu * sizeof(double));
-    s->v1 = malloc(nv * sizeof(double)); s->v2 = malloc(nv * sizeof(double));
-    s->mu_v = malloc(nv * sizeof(double)); s->var_v = malloc(nv * sizeof(double));
+    s->u1 = factors->u1; s->u2 = factors->u2; s->v1 = factors->v1; s->v2 = factors->v2;
     s->row_updates = calloc((size_t)matrix->n_rows, sizeof(int64_t));
     s->col_updates = calloc((size_t)matrix->n_cols, sizeof(int64_t));
-    if (!s->u1 || !s->u2 || !s->mu_u || !s->var_u || !s->v1 || !s->v2 || !s->mu_v || !s->var_v ||
-        !s->row_updates || !s->col_updates) {
+    if (!s->row_updates || !s->col_updates) {
         pymf_sibm_destroy(s);
         pymf_fail(err, PYMF_ENOMEM, "out of memory for the SIBM state");
         return NULL;
@@ -525,12 +533,14 @@ pymf_sibm *pymf_sibm_create(const pymf_sibm_matrix *matrix, const pymf_sibm_prio
         pymf_sibm_destroy(s);
         return NULL;
     }
-    for (size_t k = 0; k < nu; ++k)
-        set_factor(&s->u1[k], &s->u2[k], &s->mu_u[k], &s->var_u[k],
-                   prior->mean_u / prior->var_u, 1.0 / prior->var_u);
-    for (size_t k = 0; k < nv; ++k)
-        set_factor(&s->v1[k], &s->v2[k], &s->mu_v[k], &s->var_v[k],
-                   prior->mean_v / prior->var_v, 1.0 / prior->var_v);
+    for (size_t k = 0; k < nu; ++k) {
+        s->u1[k] = prior->mean_u / prior->var_u;
+        s->u2[k] = 1.0 / prior->var_u;
+    }
+    for (size_t k = 0; k < nv; ++k) {
+        s->v1[k] = prior->mean_v / prior->var_v;
+        s->v2[k] = 1.0 / prior->var_v;
+    }
     set_factor(&s->z[0], &s->z[1], &s->mu_z, &s->var_z, prior->mean_z / prior->var_z,
                1.0 / prior->var_z);
     s->batch = config->batch_size > 0 ? config->batch_size : config->batch_start;
@@ -568,10 +578,11 @@ pymf_status pymf_sibm_set_state(pymf_sibm *s, const double *u1, const double *u2
         if (col_updates[j] < 0 || col_updates[j] > t)
             return pymf_fail(err, PYMF_EINVAL, "column %lld's update count is outside [0, t]",
                              (long long)j);
-    for (size_t k = 0; k < nu; ++k)
-        set_factor(&s->u1[k], &s->u2[k], &s->mu_u[k], &s->var_u[k], u1[k], u2[k]);
-    for (size_t k = 0; k < nv; ++k)
-        set_factor(&s->v1[k], &s->v2[k], &s->mu_v[k], &s->var_v[k], v1[k], v2[k]);
+    /* the factors may already be in place: the caller wrote the chain's own arrays */
+    if (u1 != s->u1) memcpy(s->u1, u1, nu * sizeof(double));
+    if (u2 != s->u2) memcpy(s->u2, u2, nu * sizeof(double));
+    if (v1 != s->v1) memcpy(s->v1, v1, nv * sizeof(double));
+    if (v2 != s->v2) memcpy(s->v2, v2, nv * sizeof(double));
     set_factor(&s->z[0], &s->z[1], &s->mu_z, &s->var_z, z[0], z[1]);
     memcpy(s->row_updates, row_updates, (size_t)s->X.n_rows * sizeof(int64_t));
     memcpy(s->col_updates, col_updates, (size_t)s->X.n_cols * sizeof(int64_t));
@@ -585,10 +596,10 @@ void pymf_sibm_get_state(const pymf_sibm *s, double *u1, double *u2, double *v1,
                          int64_t *batch)
 {
     const size_t nu = (size_t)s->X.n_rows * (size_t)s->D, nv = (size_t)s->X.n_cols * (size_t)s->D;
-    if (u1) memcpy(u1, s->u1, nu * sizeof(double));
-    if (u2) memcpy(u2, s->u2, nu * sizeof(double));
-    if (v1) memcpy(v1, s->v1, nv * sizeof(double));
-    if (v2) memcpy(v2, s->v2, nv * sizeof(double));
+    if (u1 && u1 != s->u1) memcpy(u1, s->u1, nu * sizeof(double));
+    if (u2 && u2 != s->u2) memcpy(u2, s->u2, nu * sizeof(double));
+    if (v1 && v1 != s->v1) memcpy(v1, s->v1, nv * sizeof(double));
+    if (v2 && v2 != s->v2) memcpy(v2, s->v2, nv * sizeof(double));
     if (z) { z[0] = s->z[0]; z[1] = s->z[1]; }
     if (row_updates) memcpy(row_updates, s->row_updates, (size_t)s->X.n_rows * sizeof(int64_t));
     if (col_updates) memcpy(col_updates, s->col_updates, (size_t)s->X.n_cols * sizeof(int64_t));
@@ -648,8 +659,7 @@ static pymf_status factor_stage(pymf_sibm *s, int rows, int d, double rho, int n
     const int64_t *seg = rows ? s->seg_row : s->seg_col;
     const int64_t n_seg = rows ? s->n_seg_row : s->n_seg_col;
     double *eta1 = rows ? s->u1 : s->v1, *eta2 = rows ? s->u2 : s->v2;
-    double *mu_own = rows ? s->mu_u : s->mu_v, *var_own = rows ? s->var_u : s->var_v;
-    const double *mu_oth = rows ? s->mu_v : s->mu_u, *var_oth = rows ? s->var_v : s->var_u;
+    const double *oth1 = rows ? s->v1 : s->u1, *oth2 = rows ? s->v2 : s->u2;
     const int64_t *counts = rows ? s->row_updates : s->col_updates;
     const double prior1 = rows ? s->prior.mean_u / s->prior.var_u : s->prior.mean_v / s->prior.var_v;
     const double prior2 = rows ? 1.0 / s->prior.var_u : 1.0 / s->prior.var_v;
@@ -660,9 +670,10 @@ static pymf_status factor_stage(pymf_sibm *s, int rows, int d, double rho, int n
     for (int64_t k = 0; k < n; ++k) {
         const double lam = jj_lambda(sqrt(s->vs[k] + s->es[k] * s->es[k]));
         const int64_t a = own[k] * D + d, b = other[k] * D + d;
-        const double m = mu_oth[b], e2 = m * m + var_oth[b];
+        const double m = natural_mean(oth1[b], oth2[b]), e2 = m * m + natural_var(oth2[b]);
         s->ta[k] = weight[k] * 2.0 * lam * e2;
-        s->tb[k] = weight[k] * m * ((s->x[k] - 0.5) - 2.0 * lam * (s->es[k] - mu_own[a] * m));
+        s->tb[k] = weight[k] * m * ((s->x[k] - 0.5) -
+                                    2.0 * lam * (s->es[k] - natural_mean(eta1[a], eta2[a]) * m));
     }
     /* each row's (column's) target: the prior plus the mean of its draws', in draw order */
     int failed = 0;
@@ -700,21 +711,24 @@ static pymf_status factor_stage(pymf_sibm *s, int rows, int d, double rho, int n
         const int64_t a = own[order[seg[g]].index] * D + d;
         const double r = rho > 0 ? rho : schedule(s, counts[own[order[seg[g]].index]]);
         s->seg_rho[g] = r;
-        s->seg_old_m[g] = mu_own[a];
-        s->seg_old_v[g] = var_own[a];
-        set_factor(&eta1[a], &eta2[a], &mu_own[a], &var_own[a],
-                   (1.0 - r) * eta1[a] + r * s->seg_t1[g], (1.0 - r) * eta2[a] + r * s->seg_t2[g]);
+        s->seg_old_m[g] = natural_mean(eta1[a], eta2[a]);
+        s->seg_old_v[g] = natural_var(eta2[a]);
+        const double n1 = (1.0 - r) * eta1[a] + r * s->seg_t1[g];
+        const double n2 = (1.0 - r) * eta2[a] + r * s->seg_t2[g];
+        eta1[a] = n1;
+        eta2[a] = n2;
     }
     /* E[s] and Var[s] of every draw follow its row's (column's) new factor */
 #pragma omp parallel for schedule(dynamic, 64) num_threads(nt) if(n >= SIBM_PARALLEL_MIN)
     for (int64_t g = 0; g < n_seg; ++g) {
         const int64_t first = order[seg[g]].index, a = own[first] * D + d;
         const double m_old = s->seg_old_m[g], v_old = s->seg_old_v[g];
+        const double m_new = natural_mean(eta1[a], eta2[a]), v_new = natural_var(eta2[a]);
         for (int64_t q = seg[g]; q < seg[g + 1]; ++q) {
             const int64_t k = order[q].index, b = other[k] * D + d;
-            const double mo = mu_oth[b], vo = var_oth[b];
-            s->es[k] += (mu_own[a] - m_old) * mo;
-            s->vs[k] += product_var(mu_own[a], var_own[a], mo, vo) - product_var(m_old, v_old, mo, vo);
+            const double mo = natural_mean(oth1[b], oth2[b]), vo = natural_var(oth2[b]);
+            s->es[k] += (m_new - m_old) * mo;
+            s->vs[k] += product_var(m_new, v_new, mo, vo) - product_var(m_old, v_old, mo, vo);
         }
     }
     return PYMF_OK;
@@ -1048,10 +1062,29 @@ pymf_status pymf_sibm_batch_sweep(pymf_sibm *s, int64_t n_sweeps, pymf_error *er
                              16.0 * (double)L * (double)M / 1e9, (long long)L, (long long)M);
         }
     }
+    const size_t nu = (size_t)L * (size_t)s->D, nv = (size_t)M * (size_t)s->D;
+    if (s->mu_u == NULL) {
+        s->mu_u = malloc(nu * sizeof(double)); s->var_u = malloc(nu * sizeof(double));
+        s->mu_v = malloc(nv * sizeof(double)); s->var_v = malloc(nv * sizeof(double));
+        if (!s->mu_u || !s->var_u || !s->mu_v || !s->var_v) {
+            free(s->mu_u); free(s->var_u); free(s->mu_v); free(s->var_v);
+            s->mu_u = s->var_u = s->mu_v = s->var_v = NULL;
+            return pymf_fail(err, PYMF_ENOMEM, "out of memory for batch VB's factor moments");
+        }
+    }
     if (reserve(s, L > M ? L : M) != 0)
         return pymf_fail(err, PYMF_ENOMEM, "out of memory for batch VB's scratch");
     const int nt = threads(s);
     for (int64_t k = 0; k < n_sweeps; ++k) {
+        /* the caches from the natural parameters, which set_state may have replaced */
+        for (size_t a = 0; a < nu; ++a) {
+            s->mu_u[a] = natural_mean(s->u1[a], s->u2[a]);
+            s->var_u[a] = natural_var(s->u2[a]);
+        }
+        for (size_t b = 0; b < nv; ++b) {
+            s->mu_v[b] = natural_mean(s->v1[b], s->v2[b]);
+            s->var_v[b] = natural_var(s->v2[b]);
+        }
         if (batch_sweep(s, nt) != PYMF_OK) {
             err->iteration = s->t + 1;
             return pymf_fail(err, PYMF_EDIVERGED, "batch VB sweep %lld diverged: a non-finite "
@@ -1075,9 +1108,11 @@ double pymf_sibm_kl(const pymf_sibm *s)
     const int64_t nu = s->X.n_rows * s->D, nv = s->X.n_cols * s->D;
     double kl = 0.0;
     for (int64_t k = 0; k < nu; ++k)
-        kl += kl_gaussian(s->mu_u[k], s->var_u[k], s->prior.mean_u, s->prior.var_u);
+        kl += kl_gaussian(natural_mean(s->u1[k], s->u2[k]), natural_var(s->u2[k]),
+                          s->prior.mean_u, s->prior.var_u);
     for (int64_t k = 0; k < nv; ++k)
-        kl += kl_gaussian(s->mu_v[k], s->var_v[k], s->prior.mean_v, s->prior.var_v);
+        kl += kl_gaussian(natural_mean(s->v1[k], s->v2[k]), natural_var(s->v2[k]),
+                          s->prior.mean_v, s->prior.var_v);
     return kl + kl_gaussian(s->mu_z, s->var_z, s->prior.mean_z, s->prior.var_z);
 }
 

@@ -30,11 +30,18 @@ cdef extern from "pymf/sibm.h" nogil:
         uint64_t seed
         int n_threads
 
+    ctypedef struct pymf_sibm_factors:
+        double *u1
+        double *u2
+        double *v1
+        double *v2
+
     ctypedef struct pymf_sibm:
         pass
 
     pymf_sibm *pymf_sibm_create(const pymf_sibm_matrix *matrix, const pymf_sibm_prior *prior,
-                                const pymf_sibm_config *config, pymf_error *err)
+                                const pymf_sibm_config *config,
+                                const pymf_sibm_factors *factors, pymf_error *err)
     void pymf_sibm_destroy(pymf_sibm *s)
     pymf_status pymf_sibm_set_state(pymf_sibm *s, const double *u1, const double *u2,
                                     const double *v1, const double *v2, const double *z,

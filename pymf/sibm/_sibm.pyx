@@ -31,6 +31,8 @@ cdef class Chain:
     col_idx: columns sorted and unique within a row)."""
     cdef pymf_sibm *s
     cdef readonly object row_ptr, col_idx
+    # q's factors (natural parameters): the C object works in these arrays, so q exists once
+    cdef object u1, u2, v1, v2
     cdef readonly int64_t n_rows, n_cols
     cdef readonly int rank
 
@@ -64,10 +66,19 @@ cdef class Chain:
         c.theta_delta, c.tau0, c.kappa = theta_delta, tau0, kappa
         c.seed = seed
         c.n_threads = n_threads
+        if rank <= 0:
+            raise ValueError(f"rank must be positive, got {rank}")
+        L = X.n_rows
+        self.u1, self.u2 = np.empty((L, rank)), np.empty((L, rank))
+        self.v1, self.v2 = np.empty((n_cols, rank)), np.empty((n_cols, rank))
+        cdef double[:, ::1] a1 = self.u1, a2 = self.u2, b1 = self.v1, b2 = self.v2
+        cdef pymf_sibm_factors q
+        q.u1, q.u2 = &a1[0, 0] if L else NULL, &a2[0, 0] if L else NULL
+        q.v1, q.v2 = &b1[0, 0] if n_cols else NULL, &b2[0, 0] if n_cols else NULL
         cdef pymf_error err
         pymf_error_clear(&err)
         with nogil:
-            self.s = pymf_sibm_create(&X, &p, &c, &err)
+            self.s = pymf_sibm_create(&X, &p, &c, &q, &err)
         if self.s == NULL:
             check(&err)
         self.n_rows, self.n_cols, self.rank = X.n_rows, n_cols, rank
@@ -75,22 +86,22 @@ cdef class Chain:
     def __dealloc__(self):
         pymf_sibm_destroy(self.s)
 
-    def state(self):
+    def state(self, copy=True):
         """{u1, u2, v1, v2, z, row_updates, col_updates, t, batch}: q's natural parameters
-        (mean/var, 1/var) and the counters."""
-        L, M, D = self.n_rows, self.n_cols, self.rank
-        u1, u2 = np.empty((L, D)), np.empty((L, D))
-        v1, v2 = np.empty((M, D)), np.empty((M, D))
+        (mean/var, 1/var) and the counters. copy=False gives the chain's own factor arrays
+        (no copy of q): they change with every update, and set_state given them back checks
+        them and copies nothing."""
+        L, M = self.n_rows, self.n_cols
+        factors = ([a.copy() for a in (self.u1, self.u2, self.v1, self.v2)] if copy
+                   else [self.u1, self.u2, self.v1, self.v2])
         z = np.empty(2)
         ru, cu = np.empty(L, dtype=np.int64), np.empty(M, dtype=np.int64)
-        cdef double[:, ::1] a1 = u1, a2 = u2, b1 = v1, b2 = v2
         cdef double[::1] zz = z
         cdef int64_t[::1] r = ru, c = cu
         cdef int64_t t = 0, batch = 0
-        pymf_sibm_get_state(self.s, &a1[0, 0], &a2[0, 0], &b1[0, 0], &b2[0, 0], &zz[0],
-                            &r[0], &c[0], &t, &batch)
-        return {"u1": u1, "u2": u2, "v1": v1, "v2": v2, "z": z, "row_updates": ru,
-                "col_updates": cu, "t": np.int64(t), "batch": np.int64(batch)}
+        pymf_sibm_get_state(self.s, NULL, NULL, NULL, NULL, &zz[0], &r[0], &c[0], &t, &batch)
+        return dict(zip(("u1", "u2", "v1", "v2"), factors), z=z, row_updates=ru,
+                    col_updates=cu, t=np.int64(t), batch=np.int64(batch))
 
     def counters(self):
         """(t, batch): the update counter and the current batch size, without copying q."""

@@ -94,13 +94,14 @@ class SIBMKernel(Kernel):
         point = {"elbo": elbo, "batch_size": float(self.batch_size)}
         if self.test is not None:
             rows, cols, labels = self.test
-            mean, var = predictive(self.chain.state(), rows, cols)
+            mean, var = predictive(self.chain.state(copy=False), rows, cols)
             point["test_loglik"], point["test_auc"] = test_scores(probabilities(mean, var),
                                                                   labels)
         return point
 
     def snapshot(self):
-        state = self.chain.state()
+        # written to the checkpoint at once: the chain's own arrays need no copy
+        state = self.chain.state(copy=False)
         return {key: np.asarray(value) for key, value in state.items()}
 
     def restore(self, arrays):

@@ -104,17 +104,28 @@ typedef struct {
     int n_threads;       /* <= 0: OpenMP's default */
 } pymf_sibm_config;
 
+/* q's factors, in the caller's arrays: u1, u2 (L x D) and v1, v2 (M x D), the natural
+ * parameters mean/var and 1/var, row-major. The object works in them directly (no copy of
+ * q in the core, so that a fit holds q once); they must outlive the object. */
+typedef struct {
+    double *u1, *u2, *v1, *v2;
+} pymf_sibm_factors;
+
 typedef struct pymf_sibm pymf_sibm;
 
 /* Checks the matrix (offsets, sorted unique in-range columns), the prior and the
- * configuration. The matrix's arrays must outlive the object. q starts at the prior. */
+ * configuration. The matrix's arrays and the factors' must outlive the object. q starts at
+ * the prior (the factors' arrays are overwritten). */
 pymf_sibm *pymf_sibm_create(const pymf_sibm_matrix *matrix, const pymf_sibm_prior *prior,
-                            const pymf_sibm_config *config, pymf_error *err);
+                            const pymf_sibm_config *config, const pymf_sibm_factors *factors,
+                            pymf_error *err);
 void pymf_sibm_destroy(pymf_sibm *s);
 
 /* q's natural parameters: u1, u2 (L x D: mean/var, 1/var), v1, v2 (M x D), z (2); the
  * counters: rows' and columns' update counts, the update number t, the current S. set_state
- * checks finiteness, 1/var > 0 and counters >= 0. */
+ * checks finiteness, 1/var > 0 and counters >= 0 before it changes anything. Given the
+ * object's own factor arrays (written in place by the caller), it checks them and copies
+ * nothing; get_state likewise copies only into other arrays. */
 pymf_status pymf_sibm_set_state(pymf_sibm *s, const double *u1, const double *u2,
                                 const double *v1, const double *v2, const double *z,
                                 const int64_t *row_updates, const int64_t *col_updates,
