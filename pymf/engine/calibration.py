@@ -16,7 +16,6 @@ import math
 import numbers
 
 import numpy as np
-from scipy.special import ndtri
 
 from pymf.data import Ratings, as_observed
 
@@ -66,6 +65,8 @@ def intervals(mean, sd, draws, level):
     if draws is not None:
         lower, upper = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2], axis=0)
         return lower, upper
+    from scipy.special import ndtri  # here: scipy.special costs `import pymf` 0.3 s and 9 MB
+
     z = ndtri((1 + level) / 2)
     return mean - z * sd, mean + z * sd
 
