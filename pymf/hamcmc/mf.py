@@ -15,7 +15,7 @@ left out because s^T y <= 0).
 import math
 
 from pymf.hamcmc._hamcmc_mf import HamcmcChain
-from pymf.nmf.kernel import FactorKernel
+from pymf.nmf.kernel import FactorKernel, check_sampled_phi
 from pymf.nmf.sampling import sample_nmf
 
 
@@ -60,6 +60,7 @@ class GridSettings:
 
 def make_chain(settings, data, model, noise_seed, schedule_seed, batch_size, only_row_block=-1):
     """The C chain (pymf.nmf.kernel.make_chain's signature)."""
+    check_sampled_phi(model, settings)  # phi='sample' is the Langevin samplers' only
     sampler = settings.sampler
     return HamcmcChain(data, model.rank, model.beta, model.phi, model.prior, model.lam_w,
                        model.lam_h, noise_seed, schedule_seed, memory=sampler.memory,

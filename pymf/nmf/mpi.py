@@ -204,6 +204,9 @@ class RingKernel(FactorKernel):
         self.row_start = np.asarray(row_start, dtype=np.int64)
         self.col_start = np.asarray(col_start, dtype=np.int64)
         self.held = (self.rank + self.counter) % self.B  # the column piece this rank holds
+        # a sampled phi is drawn after every B-th iteration, as in shared memory
+        # (pymf.nmf.kernel.phi_every): collectively, from the whole residual
+        self.phi_every = self.B if self.sample_phi else 0
         self._gathered = None
         self.interrupt_requested = False  # set by a callback that raised KeyboardInterrupt
         # what the ranks' timings say (params["mpi"]); this process's run only
@@ -230,11 +233,32 @@ class RingKernel(FactorKernel):
 
     def _save(self):
         """What _rewind needs to bring this rank's chain back to where a call began."""
-        return self.chain.get_state()[:2]
+        return self.chain.get_state()[:2] + ((self.chain.phi,) if self.sample_phi else ())
 
     def _rewind(self, saved, start):
         self.chain.set_state(saved[0], saved[1], start)
+        if self.sample_phi:
+            self.chain.set_phi(saved[2])
         self.held = (self.rank + start) % self.B
+
+    def _draw_phi(self, t):
+        """The Gibbs draw of a sampled phi after iteration t, on every rank alike: the whole H
+        gathered into each rank's chain, each rank's half residual sum of squares of its row
+        piece, summed in piece order from 0.0 as shared memory sums its row pieces (the
+        same number), then the chain's own draw with the stream of iteration t."""
+        K = self.model.rank
+        c0, c1 = self._cols(self.held)
+        H_local = np.empty((c1 - c0, K))
+        self.chain.get_cols(c0, c1, H_local)
+        Ht_full = _gather_pieces(self.comm, H_local, self.col_start,
+                                 self.comm.allgather(self.held), K)
+        for p in range(self.B):
+            p0, p1 = self._cols(p)
+            self.chain.set_cols(p0, p1, np.ascontiguousarray(Ht_full[p0:p1]))
+        half_rss = 0.0
+        for value in self.comm.allgather(self.chain.half_rss()):
+            half_rss += value
+        self.chain.draw_phi(half_rss, t)
 
     def _held_pieces(self):
         """The column piece each rank holds now (rank order)."""
@@ -269,6 +293,8 @@ class RingKernel(FactorKernel):
                               recvtag=t % _TAGS)
                 self.bytes_sent += (c1 - c0) * K * 8
             self.held = following
+            if self.phi_every and t % self.phi_every == 0:
+                self._draw_phi(t)  # a diverged rank joins in (its state stands still)
             self.compute += computed - started
             self.communicate += time.perf_counter() - computed
             self.units_run += 1
