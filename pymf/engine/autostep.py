@@ -47,8 +47,8 @@ class AutoStep:
         return "'auto'"
 
     def __call__(self, t):
-        raise ValueError("step_size='auto' is chosen by the NMF and BPMF runners; this model's "
-                         "sampler needs a step size")
+        raise ValueError("step_size='auto' is chosen by the NMF, BPMF and linear-Gaussian "
+                         "runners; this model's sampler needs a step size")
 
 
 def is_auto(step_size):

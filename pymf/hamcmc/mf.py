@@ -52,9 +52,16 @@ class GridSettings:
     def batch_size(self, n_observed):
         return 0  # the minibatches are the grid's parts
 
+    @property
+    def preconditioner_scale(self):
+        """HAMCMC's H^0 = gamma I: step_size="auto" bounds eps gamma lambda_max
+        (pymf.nmf.kernel.resolve_auto_step), the condition of its first 2M iterations."""
+        return self.sampler.gamma
+
     def params(self):
         out = {key: value for key, value in self.sampler.params().items() if key != "batch_size"}
         out.update(self.sampler.grid_params())
+        out["step_size"] = self.step_size.params()  # an "auto" step as resolved for the run
         return out
 
 

@@ -188,7 +188,7 @@ def make_chain(sampler, data, model, noise_seed, schedule_seed, batch_size, only
 def resolve_auto_step(sampler, chain, data, model, seed):
     """(sampler, info): a sampler with step_size="auto" gets a constant step chosen at the
     chain's starting state (pymf.engine.autostep: power iterations on finite-difference
-    Hessian-vector products of the full-data log posterior, a tenth of the stability limit,
+    Hessian-vector products of the full-data log posterior, half the stability limit,
     a pilot of the chain itself that halves the step while it diverges); the chain is put
     back at its start. Any other sampler comes back unchanged with info None."""
     if not autostep.is_auto(getattr(sampler, "step_size", None)):
@@ -196,6 +196,9 @@ def resolve_auto_step(sampler, chain, data, model, seed):
     W0, Ht0, _ = chain.get_state()
     W0, Ht0 = np.array(W0), np.array(Ht0)
     n_w = W0.size
+    # a sampler preconditioned by c I (HAMCMC's H^0 = gamma I) is stable for
+    # eps c lambda_max < 2: the rule is applied to the curvature of c log p
+    scale = getattr(sampler, "preconditioner_scale", 1.0)
 
     def gradient(theta):
         W = theta[:n_w].reshape(W0.shape)
@@ -205,7 +208,7 @@ def resolve_auto_step(sampler, chain, data, model, seed):
         if not model.non_negative:  # the Gaussian prior's curvature; the exponential's is 0
             gW -= model.lam_w * W
             gHt -= model.lam_h * Ht
-        return np.concatenate([gW.ravel(), gHt.ravel()])
+        return scale * np.concatenate([gW.ravel(), gHt.ravel()])
 
     start = chain.loglik()
     phi0 = model.initial_phi
@@ -224,6 +227,8 @@ def resolve_auto_step(sampler, chain, data, model, seed):
 
     eps, info = autostep.choose(gradient, np.concatenate([W0.ravel(), Ht0.ravel()]),
                                 seed_sequence(seed), pilot)
+    if scale != 1.0:
+        info["preconditioner_scale"] = scale
     resolved = copy.copy(sampler)
     resolved.step_size = ConstantStep(eps)
     return resolved, info
