@@ -244,6 +244,13 @@ class RingKernel(FactorKernel):
             self.chain.set_phi(saved[2])
         self.held = (self.rank + start) % self.B
 
+    def _load_whole_H(self, Ht_full):
+        """Every column piece of H^T into this rank's chain (which then evaluates its row
+        piece against the whole H; the ring only ever updates the piece it holds)."""
+        for p in range(self.B):
+            c0, c1 = self._cols(p)
+            self.chain.set_cols(c0, c1, np.ascontiguousarray(Ht_full[c0:c1]))
+
     def _draw_phi(self, t):
         """The Gibbs draw of a sampled phi after iteration t, on every rank alike: the whole H
         gathered into each rank's chain, each rank's half residual sum of squares of its row
@@ -253,11 +260,8 @@ class RingKernel(FactorKernel):
         c0, c1 = self._cols(self.held)
         H_local = np.empty((c1 - c0, K))
         self.chain.get_cols(c0, c1, H_local)
-        Ht_full = _gather_pieces(self.comm, H_local, self.col_start,
-                                 self.comm.allgather(self.held), K)
-        for p in range(self.B):
-            p0, p1 = self._cols(p)
-            self.chain.set_cols(p0, p1, np.ascontiguousarray(Ht_full[p0:p1]))
+        self._load_whole_H(_gather_pieces(self.comm, H_local, self.col_start,
+                                          self.comm.allgather(self.held), K))
         half_rss = 0.0
         for value in self.comm.allgather(self.chain.half_rss()):
             half_rss += value
@@ -327,10 +331,7 @@ class RingKernel(FactorKernel):
     def loglik(self):
         """The C log-likelihood of each rank's row piece (other pieces hold no entries
         there) at the whole H, summed in piece order as the shared-memory sum is."""
-        _, Ht_full = self.grid_state()
-        for p in range(self.B):
-            c0, c1 = self._cols(p)
-            self.chain.set_cols(c0, c1, np.ascontiguousarray(Ht_full[c0:c1]))
+        self._load_whole_H(self.grid_state()[1])
         loglik = 0.0
         for value in self.comm.allgather(self.chain.loglik()):
             loglik += value
