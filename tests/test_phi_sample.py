@@ -196,3 +196,19 @@ def test_checkpoint_resume_with_sampled_phi_is_bit_identical(gaussian_split, tmp
     assert np.array_equal(resumed.sample_stats["phi"], whole.sample_stats["phi"])
     assert np.array_equal(resumed.W_samples, whole.W_samples)
     assert np.array_equal(resumed.trace["phi"], whole.trace["phi"])
+
+
+def test_the_command_line_samples_phi(tmp_path):
+    import json
+
+    from pymf.cli import main
+    rng = np.random.default_rng(2)
+    np.save(tmp_path / "V.npy", rng.normal(size=(30, 2)) @ rng.normal(size=(2, 20))
+            + rng.normal(0, 0.5, (30, 20)))
+    assert main(["sample", "--data", str(tmp_path / "V.npy"), "--rank", "2", "--beta", "2",
+                 "--prior", "gaussian", "--phi", "sample", "--sampler", "ld", "--samples", "60",
+                 "--burnin", "60", "--thin", "2", "--threads", "1", "--no-progress",
+                 "--out", str(tmp_path / "out")]) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["model"]["phi"] == "sample" and summary["phi_mean"] > 0
+    assert summary["auto_step"]["eps"] > 0  # LD's default step is "auto"
