@@ -50,12 +50,14 @@ V = np.load(sys.argv[1])
 model = pymf.TweedieNMF(3, beta=2.0, phi=sys.argv[3] if sys.argv[3] == "sample" else float(sys.argv[3]),
                         prior="gaussian")
 step = sys.argv[4] if sys.argv[4] == "auto" else float(sys.argv[4])
+stop_at = int(sys.argv[5]) if len(sys.argv) > 5 else None
 sampler = pymf.PSGLD(blocks=MPI.COMM_WORLD.size, step_size=step)
-pymf.mpi.sample(model, V, sampler, 40, thin=2, seed=3, out_dir=sys.argv[2])
+pymf.mpi.sample(model, V, sampler, 40, thin=2, seed=3, out_dir=sys.argv[2], checkpoint_every=4,
+                callback=None if stop_at is None else lambda info: info["iteration"] >= stop_at)
 """
 
 
-@pytest.mark.parametrize("n_ranks", [2, 3])
+@pytest.mark.parametrize("n_ranks", [3])  # 2 ranks: the auto-step test below samples phi too
 def test_psgld_ring_with_sampled_phi_equals_shared_memory(tmp_path, n_ranks):
     V = gaussian_data()
     np.save(tmp_path / "V.npy", V)
@@ -66,6 +68,22 @@ def test_psgld_ring_with_sampled_phi_equals_shared_memory(tmp_path, n_ranks):
                          thin=2, seed=3)
     assert len(np.unique(shared.sample_stats["phi"])) > 5
     assert_same_chain(distributed, shared)
+
+
+def test_psgld_ring_with_sampled_phi_resumes_the_same_chain(tmp_path):
+    """Stopped by its callback at iteration 13 (mid-way between two phi draws of the B = 3
+    ring) and run again: the checkpoint carries phi, and the chain is the uninterrupted
+    shared-memory one."""
+    V = gaussian_data()
+    np.save(tmp_path / "V.npy", V)
+    run_script(tmp_path, PSGLD_SCRIPT, 3, tmp_path / "V.npy", tmp_path / "out", "sample", 1e-3, 13)
+    assert pymf.load(str(tmp_path / "out")).iterations < 40
+    run_script(tmp_path, PSGLD_SCRIPT, 3, tmp_path / "V.npy", tmp_path / "out", "sample", 1e-3)
+    resumed = pymf.load(str(tmp_path / "out"))
+    model = pymf.TweedieNMF(3, beta=2.0, phi="sample", prior="gaussian")
+    shared = pymf.sample(model, V, pymf.PSGLD(blocks=3, step_size=1e-3), n_samples=40, thin=2,
+                         seed=3)
+    assert_same_chain(resumed, shared)
 
 
 def test_psgld_ring_with_auto_step_equals_shared_memory(tmp_path):
