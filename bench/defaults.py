@@ -137,7 +137,8 @@ def main(argv=None):
         print(f"seed {seed}: " + ", ".join(f"{k} {v[-1]['final_rmse']:.4f} "
                                            f"({v[-1]['sampling_seconds']:.1f} s, coverage90 "
                                            f"{v[-1]['coverage']['0.9']:.3f})"
-                                           for k, v in runs.items()), file=sys.stderr, flush=True)
+                                           for k, v in runs.items() if v), file=sys.stderr,
+              flush=True)
     rows, results = [], []
     lo, hi = TARGETS["coverage_90"]
     runs = {name: rs for name, rs in runs.items() if rs}
