@@ -212,3 +212,20 @@ def test_the_command_line_samples_phi(tmp_path):
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["model"]["phi"] == "sample" and summary["phi_mean"] > 0
     assert summary["auto_step"]["eps"] > 0  # LD's default step is "auto"
+
+
+def test_an_auto_step_follows_the_sampled_phi():
+    """step_size="auto" is chosen for the curvature at phi_init = 1, which scales as 1 / phi:
+    the chain runs it as eps phi_t / phi_init, and LD finds the noise (variance 0.25). The
+    same eps given as a constant (not scaled) runs at eps lambda = 4 once phi is near 0.25,
+    twice the stability limit, and its over-dispersed factors leave phi far too large."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2)) @ rng.normal(size=(2, 50)) + rng.normal(0, 0.5, (60, 50))
+    model = pymf.TweedieNMF(2, beta=2, phi="sample", prior="gaussian")
+    auto = pymf.sample(model, X, pymf.LD(n_threads=1), n_samples=300, burnin=300, seed=0)
+    assert auto.params["auto_step"]["scaled_by_phi"] == 1.0
+    assert auto.noise_variance() == pytest.approx(0.25, rel=0.15)
+    eps = auto.params["auto_step"]["eps"]
+    unscaled = pymf.sample(model, X, pymf.LD(step_size=eps, n_threads=1), n_samples=300,
+                           burnin=300, seed=0)
+    assert unscaled.noise_variance() > 1.5 * 0.25

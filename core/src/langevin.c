@@ -26,6 +26,7 @@ struct pymf_langevin {
     int64_t *batch;           /* SGLD minibatch */
     int64_t *part_sizes;      /* |Pi_p| */
     int64_t n_observed;       /* N (of the whole data set in a distributed run) */
+    double step_scale;        /* phi / phi_ref with scale_step_by_phi, else 1 */
 };
 
 void pymf_langevin_destroy(pymf_langevin *s)
@@ -71,7 +72,8 @@ pymf_langevin *pymf_langevin_create(const pymf_nmf_model *model, const pymf_bloc
         (config->phi_every > 0 &&
          (model->likelihood.beta != 2.0 || !(config->phi_shape > 0.0) ||
           !(config->phi_rate > 0.0) || !isfinite(config->phi_shape) ||
-          !isfinite(config->phi_rate)))) {
+          !isfinite(config->phi_rate))) ||
+        (config->scale_step_by_phi && !(config->phi_ref > 0.0 && isfinite(config->phi_ref)))) {
         pymf_fail(err, PYMF_EINVAL, "a sampled phi needs beta = 2, phi_every >= 1 and a positive, "
                                     "finite inverse-gamma shape and rate");
         return NULL;
@@ -84,6 +86,7 @@ pymf_langevin *pymf_langevin_create(const pymf_nmf_model *model, const pymf_bloc
     s->model = *model;
     s->data = data;
     s->config = *config;
+    s->step_scale = config->scale_step_by_phi ? model->likelihood.phi / config->phi_ref : 1.0;
     const pymf_grid *g = data->grid;
     const int K = model->likelihood.rank, B = g->n_blocks;
     const size_t w_size = (size_t)(g->n_rows * K), h_size = (size_t)(g->n_cols * K);
@@ -282,7 +285,7 @@ pymf_status pymf_langevin_run(pymf_langevin *s, int64_t n_iter, const double *st
     (void)threads;
     for (int64_t n = 0; n < n_iter; ++n) {
         const int64_t t = s->t + 1;
-        const double eps = step_sizes[n];
+        const double eps = step_sizes[n] * s->step_scale;
         if (!(eps > 0.0) || !isfinite(eps))
             return pymf_fail(err, PYMF_EINVAL, "step size at iteration %lld is %g; it must be "
                              "positive and finite", (long long)t, eps);
@@ -389,5 +392,6 @@ pymf_status pymf_langevin_set_phi(pymf_langevin *s, double phi, pymf_error *err)
     if (!(phi > 0.0) || !isfinite(phi))
         return pymf_fail(err, PYMF_EINVAL, "phi must be positive and finite, got %g", phi);
     s->model.likelihood.phi = phi;
+    s->step_scale = s->config.scale_step_by_phi ? phi / s->config.phi_ref : 1.0;
     return PYMF_OK;
 }

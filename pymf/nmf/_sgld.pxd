@@ -24,6 +24,8 @@ cdef extern from "pymf/langevin.h" nogil:
         double phi_shape
         double phi_rate
         uint64_t phi_seed
+        int scale_step_by_phi
+        double phi_ref
 
     ctypedef struct pymf_langevin:
         pass

@@ -30,7 +30,8 @@ cdef class LangevinChain(FactorChain):
                   str prior, double lam_w, double lam_h, uint64_t noise_seed,
                   uint64_t schedule_seed, int64_t batch_size=0, str part_order="cyclic",
                   int n_threads=0, int only_row_block=-1, int64_t phi_every=0,
-                  double phi_shape=1.0, double phi_rate=1.0, uint64_t phi_seed=0):
+                  double phi_shape=1.0, double phi_rate=1.0, uint64_t phi_seed=0,
+                  bint scale_step_by_phi=False):
         cdef pymf_nmf_model model
         cdef pymf_langevin_config config
         cdef pymf_error err
@@ -49,6 +50,8 @@ cdef class LangevinChain(FactorChain):
         config.phi_shape = phi_shape
         config.phi_rate = phi_rate
         config.phi_seed = phi_seed
+        config.scale_step_by_phi = 1 if scale_step_by_phi else 0
+        config.phi_ref = phi  # the phi the steps were chosen for: the chain's first
         pymf_error_clear(&err)
         self.chain = pymf_langevin_create(&model, &data.data, &config, &err)
         if self.chain == NULL:

@@ -175,9 +175,12 @@ def make_chain(sampler, data, model, noise_seed, schedule_seed, batch_size, only
         return CudaPSGLDChain(data, model, sampler, noise_seed, dtype=np.dtype(sampler.dtype))
     phi = {}
     if model.sample_phi:
+        # an "auto" step is chosen for the curvature at phi_init, which scales as 1 / phi:
+        # the chain runs it as eps phi_t / phi_init (a given step runs as given)
         phi = {"phi_every": phi_every(sampler, data.n_blocks, data.n_observed, batch_size),
                "phi_shape": model.phi_shape, "phi_rate": model.phi_rate,
-               "phi_seed": phi_stream_seed(noise_seed)}
+               "phi_seed": phi_stream_seed(noise_seed),
+               "scale_step_by_phi": autostep.is_auto(sampler.step_size)}
     return _sgld.LangevinChain(
         data, sampler.kind, model.rank, model.beta, model.initial_phi, model.prior, model.lam_w,
         model.lam_h, noise_seed, schedule_seed, batch_size=batch_size,
@@ -229,6 +232,8 @@ def resolve_auto_step(sampler, chain, data, model, seed):
                                 seed_sequence(seed), pilot)
     if scale != 1.0:
         info["preconditioner_scale"] = scale
+    if getattr(model, "sample_phi", False):
+        info["scaled_by_phi"] = model.initial_phi  # eps runs as eps phi_t / phi_init
     resolved = copy.copy(sampler)
     resolved.step_size = ConstantStep(eps)
     return resolved, info

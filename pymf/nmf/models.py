@@ -10,7 +10,8 @@ prior="gaussian":    w_ik ~ N(0, 1/lam_w), h_kj ~ N(0, 1/lam_h), real-valued; th
 phi="sample" (beta = 2 only): the noise variance is unknown, phi ~ InvGamma(phi_shape,
 phi_rate), and the Langevin samplers (LD, SGLD, PSGLD, also on the MPI ring) draw it from
 its conjugate conditional InvGamma(phi_shape + N/2, phi_rate + RSS/2) once per pass over the
-data (pymf.nmf.kernel.phi_every). The default InvGamma(1, 1) is BPMF's default prior on
+data (pymf.nmf.kernel.phi_every); an "auto" step then runs as eps phi_t / phi_init, since
+the likelihood's curvature scales as 1 / phi. The default InvGamma(1, 1) is BPMF's default prior on
 its noise precision (tau = 1/phi ~ Gamma(1, 1)): weak, worth two observations, so the N
 residuals decide. For beta != 2 the dispersion is not conjugate (the Tweedie normaliser
 c(v, phi) has no closed form) and phi="sample" is refused.

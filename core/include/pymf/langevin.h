@@ -38,6 +38,11 @@ typedef struct {
     int64_t phi_every;
     double phi_shape, phi_rate;  /* phi ~ InvGamma(phi_shape, phi_rate) a priori */
     uint64_t phi_seed;           /* the GSL stream of the phi draws */
+    /* 1: iteration t's step is step_sizes[t] * phi / phi_ref, phi the current one (a step
+     * chosen for the curvature at phi_ref keeps its eps * lambda as phi moves: the
+     * likelihood's curvature is proportional to 1 / phi); 0: the steps as given. */
+    int scale_step_by_phi;
+    double phi_ref;
 } pymf_langevin_config;
 
 typedef struct pymf_langevin pymf_langevin;
