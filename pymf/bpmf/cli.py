@@ -66,7 +66,8 @@ def bpmf_arguments(parser):
                              "stability limit, checked by a pilot), annealed with kappa 1000; "
                              "1e-3 is bench/bpmf_movielens.py's best on MovieLens-100K")
     parser.add_argument("--kappa", type=float, default=1000.0,
-                        help="kappa of the annealed step size (see --eps0)")
+                        help="kappa of the annealed step size with a numeric --eps0 ('auto' "
+                             "anneals with kappa 1000)")
     parser.add_argument("--hyper-every", type=int, default=10,
                         help="DSGLD: Gibbs draw of the precisions every this many rounds "
                              "(0: never)")
