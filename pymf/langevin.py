@@ -44,13 +44,18 @@ class _Langevin:
 
 
 class LD(_Langevin):
-    """Langevin dynamics: the full likelihood gradient at every iteration. step_size: a
-    float, a schedule, or "auto" (NMF and BPMF models: chosen from the curvature at the
-    start, pymf.engine.autostep); the default 1e-3 is kept because the linear-Gaussian
-    samplers share this class and do not choose steps."""
+    """Langevin dynamics: the full likelihood gradient at every iteration. step_size:
+    "auto" (the default), a float or a schedule.
+
+    Where the default comes from: "auto" is chosen per run from the curvature of the log
+    posterior at the start (pymf.engine.autostep: half the Langevin stability limit, eps =
+    1 / lambda_max, checked by a pilot that halves it while it diverges; recorded in
+    params["auto_step"]). pymf <= 0.2 had a constant 1e-3, which is stable only where the
+    curvature is below 2000 and far too slow where it is small; pass step_size=1e-3 for
+    the old chain."""
     kind = "ld"
 
-    def __init__(self, step_size=1e-3, n_threads=None, blocks=None):
+    def __init__(self, step_size="auto", n_threads=None, blocks=None):
         super().__init__(step_size, blocks, n_threads, permute=False)
 
     def __repr__(self):
@@ -61,11 +66,12 @@ class SGLD(_Langevin):
     """Stochastic gradient LD: batch_size entries drawn with replacement per iteration.
 
     batch_size: an int, or a float in (0, 1] meaning that fraction of the N entries
-    (the default N / 32 is the PSGLD paper's setting). step_size: as LD's ("auto" for NMF
-    and BPMF models; the default 1e-3 is the linear-Gaussian family's too)."""
+    (the default N / 32 is the PSGLD paper's setting). step_size: as LD's. Where the default
+    comes from: "auto" as LD's, on every model (NMF, BPMF, where it runs DSGLD with one
+    chain, and the linear-Gaussian model); pymf <= 0.2 had a constant 1e-3."""
     kind = "sgld"
 
-    def __init__(self, step_size=1e-3, batch_size=1.0 / 32, n_threads=None, blocks=None):
+    def __init__(self, step_size="auto", batch_size=1.0 / 32, n_threads=None, blocks=None):
         super().__init__(step_size, blocks, n_threads, permute=False)
         self._batch = check_batch_size(batch_size)
 

@@ -1,5 +1,6 @@
 """Defaults that work without tuning: DSGLD's benchmarked settings and its minibatch rule
-for small data (the model's tau="sample" is tests/test_noise_precision.py's)."""
+for small data, step_size="auto" as every Langevin sampler's default (the model's
+tau="sample" is tests/test_noise_precision.py's; the rule itself tests/test_autostep.py's)."""
 import numpy as np
 import pytest
 from support import synthetic_ratings as synthetic
@@ -11,12 +12,22 @@ from pymf.bpmf.samplers import batch_rule
 def test_dsgld_defaults_are_the_benchmarked_settings():
     s = pymf.DSGLD()
     assert (s.round_length, s.hyper_every, s.grid, s.n_chains) == (10, 10, (2, 2), 2)
-    assert s.step_size.params() == {"kind": "annealed", "eps0": 1e-3, "kappa": 1000.0,
-                                    "gamma": 0.51}
+    assert s.step_size.params() == {"kind": "auto"}  # annealed with kappa 1000 once chosen
     assert pymf.BPMF(10).tau == "sample"
     for word in ("bench/bpmf_movielens.py", "batch_rule", "default"):
         assert word in pymf.DSGLD.__doc__
     assert "bench/defaults.py" in pymf.BPMF.__doc__
+
+
+def test_every_langevin_sampler_chooses_its_step_by_default():
+    samplers = [pymf.LD(), pymf.SGLD(), pymf.PSGLD(blocks=2), pymf.DSGLD(), pymf.HAMCMC(),
+                pymf.PreconditionedSGLD(), pymf.SGRLD()]
+    for sampler in samplers:
+        assert sampler.step_size.params() == {"kind": "auto"}, sampler
+        assert "Where the default" in (type(sampler).__doc__ or "") + \
+            (type(sampler).__mro__[1].__doc__ or ""), sampler
+    # an explicit step is kept as given
+    assert pymf.LD(step_size=1e-3).step_size.params() == {"kind": "constant", "value": 1e-3}
 
 
 def test_batch_rule():

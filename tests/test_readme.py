@@ -123,6 +123,8 @@ def test_without_tuning(blocks, tmp_path, monkeypatch):
     assert ns["res"].params["auto_step"]["eps"] > 0
     assert set(ns["res"].coverage(ns["test"])) == {0.5, 0.8, 0.9, 0.95}
     assert (tmp_path / "calibration.png").exists() and ns["bpmf"].sample_stats["tau"].size
+    assert abs(ns["gauss"].noise_variance() - 0.25) < 0.05  # the data's noise sd is 0.5
+    assert ns["gauss"].sample_stats["phi"].shape == (1, 300)
 
 
 # the command-line block: the same options, smaller problems and shorter runs

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
 #include "pymf/linalg.h"
@@ -25,6 +26,7 @@ struct pymf_langevin {
     int64_t *batch;           /* SGLD minibatch */
     int64_t *part_sizes;      /* |Pi_p| */
     int64_t n_observed;       /* N (of the whole data set in a distributed run) */
+    double step_scale;        /* phi / phi_ref with scale_step_by_phi, else 1 */
 };
 
 void pymf_langevin_destroy(pymf_langevin *s)
@@ -66,6 +68,16 @@ pymf_langevin *pymf_langevin_create(const pymf_nmf_model *model, const pymf_bloc
         pymf_fail(err, PYMF_EINVAL, "the data has no observed entries");
         return NULL;
     }
+    if (config->phi_every < 0 ||
+        (config->phi_every > 0 &&
+         (model->likelihood.beta != 2.0 || !(config->phi_shape > 0.0) ||
+          !(config->phi_rate > 0.0) || !isfinite(config->phi_shape) ||
+          !isfinite(config->phi_rate))) ||
+        (config->scale_step_by_phi && !(config->phi_ref > 0.0 && isfinite(config->phi_ref)))) {
+        pymf_fail(err, PYMF_EINVAL, "a sampled phi needs beta = 2, phi_every >= 1 and a positive, "
+                                    "finite inverse-gamma shape and rate");
+        return NULL;
+    }
     pymf_langevin *s = calloc(1, sizeof(*s));
     if (s == NULL) {
         pymf_fail(err, PYMF_ENOMEM, "out of memory");
@@ -74,6 +86,7 @@ pymf_langevin *pymf_langevin_create(const pymf_nmf_model *model, const pymf_bloc
     s->model = *model;
     s->data = data;
     s->config = *config;
+    s->step_scale = config->scale_step_by_phi ? model->likelihood.phi / config->phi_ref : 1.0;
     const pymf_grid *g = data->grid;
     const int K = model->likelihood.rank, B = g->n_blocks;
     const size_t w_size = (size_t)(g->n_rows * K), h_size = (size_t)(g->n_cols * K);
@@ -272,7 +285,7 @@ pymf_status pymf_langevin_run(pymf_langevin *s, int64_t n_iter, const double *st
     (void)threads;
     for (int64_t n = 0; n < n_iter; ++n) {
         const int64_t t = s->t + 1;
-        const double eps = step_sizes[n];
+        const double eps = step_sizes[n] * s->step_scale;
         if (!(eps > 0.0) || !isfinite(eps))
             return pymf_fail(err, PYMF_EINVAL, "step size at iteration %lld is %g; it must be "
                              "positive and finite", (long long)t, eps);
@@ -318,6 +331,15 @@ pymf_status pymf_langevin_run(pymf_langevin *s, int64_t n_iter, const double *st
         s->Ht = s->Ht_next;
         s->Ht_next = swap;
         s->t = t;
+        if (s->config.phi_every > 0 && s->config.only_row_block < 0 &&
+            t % s->config.phi_every == 0) {
+            double half_rss = 0.0;
+            pymf_status status = pymf_langevin_half_rss(s, &half_rss, err);
+            if (status == PYMF_OK)
+                status = pymf_langevin_draw_phi(s, half_rss, t, err);
+            if (status != PYMF_OK)
+                return status;
+        }
     }
     return PYMF_OK;
 }
@@ -326,4 +348,50 @@ pymf_status pymf_langevin_loglik(const pymf_langevin *s, double *out, pymf_error
 {
     return pymf_tweedie_loglik(&s->model.likelihood, s->data, s->W, s->Ht, s->config.n_threads,
                                out, err);
+}
+
+/* ---- the sampled dispersion (beta = 2) ---- */
+
+pymf_status pymf_langevin_half_rss(const pymf_langevin *s, double *out, pymf_error *err)
+{
+    /* the log-likelihood at phi = 1 is -sum d_2 exactly (a negation is exact), in the
+     * row-piece order of pymf_tweedie_loglik */
+    pymf_tweedie unit = s->model.likelihood;
+    unit.phi = 1.0;
+    double loglik = 0.0;
+    const pymf_status status = pymf_tweedie_loglik(&unit, s->data, s->W, s->Ht,
+                                                   s->config.n_threads, &loglik, err);
+    *out = -loglik;
+    return status;
+}
+
+pymf_status pymf_langevin_draw_phi(pymf_langevin *s, double half_rss_total, int64_t t,
+                                   pymf_error *err)
+{
+    if (s->config.phi_every <= 0)
+        return pymf_fail(err, PYMF_EINVAL, "this chain's phi is fixed, not sampled");
+    if (!(half_rss_total >= 0.0) || !isfinite(half_rss_total)) {
+        if (err != NULL)
+            err->iteration = t;
+        return pymf_fail(err, PYMF_EDIVERGED, "the chain diverged at iteration %lld: the residual "
+                         "sum of squares for the phi draw is %g", (long long)t, 2.0 * half_rss_total);
+    }
+    /* conjugacy: p(phi | W, H, V) ~ phi^-(a + N/2 + 1) exp(-(b + RSS/2) / phi), and
+     * 1 / Gamma(shape, scale = 1/rate) is InvGamma(shape, rate) */
+    const double shape = s->config.phi_shape + 0.5 * (double)s->n_observed;
+    const double rate = s->config.phi_rate + half_rss_total;
+    gsl_rng_set(s->rng, pymf_stream_seed(s->config.phi_seed, (uint64_t)t));
+    const double phi = 1.0 / gsl_ran_gamma(s->rng, shape, 1.0 / rate);
+    return pymf_langevin_set_phi(s, phi, err);
+}
+
+double pymf_langevin_phi(const pymf_langevin *s) { return s->model.likelihood.phi; }
+
+pymf_status pymf_langevin_set_phi(pymf_langevin *s, double phi, pymf_error *err)
+{
+    if (!(phi > 0.0) || !isfinite(phi))
+        return pymf_fail(err, PYMF_EINVAL, "phi must be positive and finite, got %g", phi);
+    s->model.likelihood.phi = phi;
+    s->step_scale = s->config.scale_step_by_phi ? phi / s->config.phi_ref : 1.0;
+    return PYMF_OK;
 }

@@ -30,7 +30,7 @@ import sys
 import numpy as np
 
 from pymf.bpmf import _bpmf
-from pymf.bpmf.kernel import _CHAIN_ARRAYS, ChainsKernel, _rmse, precision_stats
+from pymf.bpmf.kernel import _CHAIN_ARRAYS, BPMFKernel, ChainsKernel, _rmse, precision_stats
 from pymf.bpmf.layout import Layout, _initial_params, bpmf_seeds
 from pymf.bpmf.samplers import DSGLD
 from pymf.bpmf.sampling import sample_bpmf
@@ -84,6 +84,7 @@ class _ServerChains(ChainsKernel):
 
     def __init__(self, comm, setup, ratings):
         self.comm, self.setup = comm, setup
+        self.ratings, self.init = ratings, None
         self.model, self.sampler = setup.model, setup.sampler
         self.n_chains = setup.n_chains
         self.layout = setup.layout
@@ -148,8 +149,21 @@ class _ServerChains(ChainsKernel):
                                      int(self.setup.hyper_seeds[c]), round_)
             self.t = round_
 
+    def auto_step(self, seed):
+        """step_size="auto": what shared memory chooses for the same data, settings and
+        seed. The server holds every chain and the whole ratings, so it builds the
+        shared-memory chains at the same start (init included) and runs their rule and
+        pilot (pymf.bpmf.kernel.BPMFKernel.auto_step); the workers get the step with each
+        round, as any other. Returns (eps0, info)."""
+        kernel = BPMFKernel(self.model, self.ratings, self.sampler, seed, self.setup.mean_rating,
+                            self.sampler.n_threads or 0)
+        if self.init is not None:
+            kernel.set_initial(self.init)
+        return kernel.auto_step(seed)
+
     def set_initial(self, init):
         """Every chain from init (pymf.bpmf.check_init's dict, original order)."""
+        self.init = init
         for c, p in enumerate(self.params):
             for target, value in zip((p.U, p.V, p.a, p.b),
                                      self.layout.to_grid(*(init[key][c] for key in "UVab"))):

@@ -4,7 +4,7 @@ chain and one block."""
 import copy
 
 from pymf.engine.checks import check_count, check_flag, check_real, check_threads
-from pymf.engine.steps import AnnealedStep, as_step_size
+from pymf.engine.steps import as_step_size
 
 
 def split_grid(split, blocks):
@@ -47,16 +47,23 @@ class DSGLD:
                  1000 (bench/bpmf_movielens.py's) unless that is more than a tenth of an
                  average block, so a matrix of a few hundred ratings works too
     round_length gamma, minibatch steps per block between exchanges
-    step_size    AnnealedStep(eps0, kappa) (eps_t = eps0 (1 + t/kappa)^-0.51 per round) or a
-                 float; convention theta += eps grad + N(0, 2 eps)
+    step_size    "auto" (the default), AnnealedStep(eps0, kappa) (eps_t = eps0 (1 +
+                 t/kappa)^-0.51 per round) or a float; convention theta += eps grad +
+                 N(0, 2 eps). "auto": eps0 = 1 / lambda_max of the full-data log posterior at
+                 the start (half the stability limit, halved while a pilot diverges;
+                 pymf.engine.autostep), annealed with kappa = 1000 as the benchmarked default
+                 below; recorded in params["auto_step"]
     hyper_every  Gibbs draw of the precisions (and of tau, when the model samples it) every
                  this many rounds (0: never)
 
-    Where the defaults come from: round_length=10, step_size=AnnealedStep(1e-3, 1000) and
-    hyper_every=10 are the settings bench/bpmf_movielens.py found best on MovieLens-100K
-    (a 2 x 2 square split, D = 10 and 30; pymf <= 0.2 had rounds of 50, eps0 = 1e-4 and
-    kappa = 100, which reached test RMSE 0.911 in 67 s; these reach 0.8988 in 9.8 s with 2
-    threads, bench/defaults.py).
+    Where the defaults come from: round_length=10, the annealing AnnealedStep(eps0, 1000)
+    and hyper_every=10 are the settings bench/bpmf_movielens.py found best on MovieLens-100K
+    (a 2 x 2 square split, D = 10 and 30, eps0 = 1e-3; pymf <= 0.2 had rounds of 50, eps0 =
+    1e-4 and kappa = 100, which reached test RMSE 0.911 in 67 s; AnnealedStep(1e-3, 1000)
+    reaches 0.8988 in 9.8 s with 2 threads, bench/defaults.py). eps0 itself is "auto": the
+    same rule as every other Langevin sampler's, so a data set of another scale needs no
+    step; pass step_size=pymf.AnnealedStep(1e-3, 1000) for the chain of pymf 0.2's tuned
+    setting.
     noise_correction  True (default): a touched row gets noise N(0, 2 eps / hbar_i), which
                  keeps the chain on the posterior; False: N(0, 2 eps) as in the paper, which
                  samples a tempered posterior (too narrow for rows with hbar_i < 1)
@@ -65,7 +72,7 @@ class DSGLD:
     kind = "dsgld"
 
     def __init__(self, chains=None, split="square", blocks=None, n_threads=None, batch_size=None,
-                 round_length=10, step_size=AnnealedStep(1e-3, kappa=1000.0), hyper_every=10,
+                 round_length=10, step_size="auto", hyper_every=10,
                  permute=True, noise_correction=True):
         self.split = split
         self.grid = split_grid(split, blocks)

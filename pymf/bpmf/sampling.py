@@ -88,10 +88,7 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, in
         kernel.set_initial(init)
     auto_step = None
     if autostep.is_auto(getattr(sampler, "step_size", None)):
-        if not hasattr(kernel, "auto_step"):
-            raise ValueError("step_size='auto' needs the chains in one process; the MPI "
-                             "parameter server takes a given step (run pymf.sample once with "
-                             "'auto' and pass its params['auto_step']['eps'] as eps0)")
+        # the MPI parameter server's kernel has its own auto_step: the same step
         eps0, auto_step = kernel.auto_step(seed)
         # the first round gets the rule's step, then the benchmarked annealing (kappa 1000)
         sampler = copy.copy(sampler)

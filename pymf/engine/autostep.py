@@ -20,6 +20,13 @@
    back afterwards); if they diverge or the log posterior falls by more than its own
    scale, the step is halved (at most MAX_BACKOFFS times).
 
+A preconditioned sampler (theta += eps P grad log p + N(0, 2 eps P)) is stable for
+eps lambda_max(P H) < 2: its runner passes P grad log p as the gradient, so the same rule
+bounds the preconditioned curvature (the linear-Gaussian runner's start_preconditioner;
+HAMCMC on MF: P = gamma I). The rule knows the curvature, not the minibatch noise, whose
+contribution to the stationary variance grows with eps (README, "Works without tuning").
+Over MPI the runner computes the step as shared memory does, on one rank, and broadcasts it.
+
 The cost is POWER_ITERATIONS + 1 full gradients plus the pilot: on the paper's 1024^2
 Poisson NMF with PSGLD on an 8 x 8 grid about 100 iterations' worth (bench/auto_step.py),
 a few percent of a run of thousands of iterations. What was chosen is recorded in the result (params["auto_step"]).
@@ -47,8 +54,8 @@ class AutoStep:
         return "'auto'"
 
     def __call__(self, t):
-        raise ValueError("step_size='auto' is chosen by the NMF and BPMF runners; this model's "
-                         "sampler needs a step size")
+        raise ValueError("step_size='auto' is chosen by the NMF, BPMF and linear-Gaussian "
+                         "runners; this model's sampler needs a step size")
 
 
 def is_auto(step_size):

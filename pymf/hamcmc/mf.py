@@ -15,7 +15,7 @@ left out because s^T y <= 0).
 import math
 
 from pymf.hamcmc._hamcmc_mf import HamcmcChain
-from pymf.nmf.kernel import FactorKernel
+from pymf.nmf.kernel import FactorKernel, check_sampled_phi
 from pymf.nmf.sampling import sample_nmf
 
 
@@ -52,14 +52,22 @@ class GridSettings:
     def batch_size(self, n_observed):
         return 0  # the minibatches are the grid's parts
 
+    @property
+    def preconditioner_scale(self):
+        """HAMCMC's H^0 = gamma I: step_size="auto" bounds eps gamma lambda_max
+        (pymf.nmf.kernel.resolve_auto_step), the condition of its first 2M iterations."""
+        return self.sampler.gamma
+
     def params(self):
         out = {key: value for key, value in self.sampler.params().items() if key != "batch_size"}
         out.update(self.sampler.grid_params())
+        out["step_size"] = self.step_size.params()  # an "auto" step as resolved for the run
         return out
 
 
 def make_chain(settings, data, model, noise_seed, schedule_seed, batch_size, only_row_block=-1):
     """The C chain (pymf.nmf.kernel.make_chain's signature)."""
+    check_sampled_phi(model, settings)  # phi='sample' is the Langevin samplers' only
     sampler = settings.sampler
     return HamcmcChain(data, model.rank, model.beta, model.phi, model.prior, model.lam_w,
                        model.lam_h, noise_seed, schedule_seed, memory=sampler.memory,

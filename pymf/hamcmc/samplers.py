@@ -9,7 +9,18 @@ from pymf.engine.steps import as_step_size
 
 
 class _StochasticGradientMCMC:
-    """A step size and a minibatch size (None: the full data)."""
+    """A step size and a minibatch size (None: the full data).
+
+    step_size: "auto" (the default), a float or a schedule. Where the default comes from:
+    the rule every Langevin sampler of pymf uses (pymf.engine.autostep), eps = 1 /
+    lambda_max, half the stability limit, with lambda_max the largest curvature of the
+    PRECONDITIONED log posterior P H at the start, P the sampler's preconditioner there
+    (SGLD: I; SGRLD: its metric, so P H = I on the linear-Gaussian model and eps = 1;
+    HAMCMC: gamma I, that of its first 2M iterations and of the directions its memory does
+    not reach; PreconditionedSGLD: diag(1 / (lam + sqrt V)) of its first minibatch), checked
+    by a pilot that halves eps while it diverges; recorded in params["auto_step"]. pymf <=
+    0.2 had a constant 1e-3; pass step_size=1e-3 for the old chain.
+    """
 
     kind = None
 
@@ -42,11 +53,14 @@ class HAMCMC(_StochasticGradientMCMC):
     its samples form M interleaved sub-chains, and with cyclic parts sub-chain t mod M only
     ever sees the parts t - 1 mod B; unless gcd(M, B) = 1 some parts are never seen by a
     sub-chain and it samples another posterior, so that pairing is refused.
+    step_size: "auto" (the default; see _StochasticGradientMCMC: on a TweedieNMF model
+    lambda_max of gamma times the Hessian of the full-data log posterior), a float or a
+    schedule.
     """
 
     kind = "hamcmc"
 
-    def __init__(self, memory=2, gamma=1.0, lam=0.0, step_size=1e-3, batch_size=0.01,
+    def __init__(self, memory=2, gamma=1.0, lam=0.0, step_size="auto", batch_size=0.01,
                  blocks=None, part_order="random", permute=False, n_threads=None):
         super().__init__(step_size, batch_size)
         if isinstance(memory, bool) or not isinstance(memory, numbers.Integral) \
@@ -87,7 +101,7 @@ class PreconditionedSGLD(_StochasticGradientMCMC):
 
     kind = "precond_sgld"
 
-    def __init__(self, alpha=0.99, lam=1e-5, step_size=1e-3, batch_size=0.01):
+    def __init__(self, alpha=0.99, lam=1e-5, step_size="auto", batch_size=0.01):
         super().__init__(step_size, batch_size)
         if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) \
                 or not 0.0 <= alpha < 1.0:
@@ -110,7 +124,7 @@ class SGRLD(_StochasticGradientMCMC):
 
     kind = "sgrld"
 
-    def __init__(self, step_size=1e-3, batch_size=0.01):
+    def __init__(self, step_size="auto", batch_size=0.01):
         super().__init__(step_size, batch_size)
 
     def __repr__(self):

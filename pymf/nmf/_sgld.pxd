@@ -20,6 +20,12 @@ cdef extern from "pymf/langevin.h" nogil:
         uint64_t schedule_seed
         int n_threads
         int only_row_block
+        int64_t phi_every
+        double phi_shape
+        double phi_rate
+        uint64_t phi_seed
+        int scale_step_by_phi
+        double phi_ref
 
     ctypedef struct pymf_langevin:
         pass
@@ -41,5 +47,10 @@ cdef extern from "pymf/langevin.h" nogil:
     int pymf_langevin_part(const pymf_langevin *sampler, int64_t t)
     double *pymf_langevin_cols(pymf_langevin *sampler, int64_t c0)
     pymf_status pymf_langevin_loglik(const pymf_langevin *sampler, double *out, pymf_error *err)
+    pymf_status pymf_langevin_half_rss(const pymf_langevin *sampler, double *out, pymf_error *err)
+    pymf_status pymf_langevin_draw_phi(pymf_langevin *sampler, double half_rss_total, int64_t t,
+                                       pymf_error *err)
+    double pymf_langevin_phi(const pymf_langevin *sampler)
+    pymf_status pymf_langevin_set_phi(pymf_langevin *sampler, double phi, pymf_error *err)
     pymf_status pymf_sgld_minibatch(uint64_t schedule_seed, int64_t t, int64_t n_observed,
                                     int64_t batch_size, int64_t *out, pymf_error *err)

@@ -29,7 +29,9 @@ cdef class LangevinChain(FactorChain):
     def __cinit__(self, BlockedData data, str kind, int rank, double beta, double phi,
                   str prior, double lam_w, double lam_h, uint64_t noise_seed,
                   uint64_t schedule_seed, int64_t batch_size=0, str part_order="cyclic",
-                  int n_threads=0, int only_row_block=-1):
+                  int n_threads=0, int only_row_block=-1, int64_t phi_every=0,
+                  double phi_shape=1.0, double phi_rate=1.0, uint64_t phi_seed=0,
+                  bint scale_step_by_phi=False):
         cdef pymf_nmf_model model
         cdef pymf_langevin_config config
         cdef pymf_error err
@@ -44,6 +46,12 @@ cdef class LangevinChain(FactorChain):
         config.schedule_seed = schedule_seed
         config.n_threads = n_threads
         config.only_row_block = only_row_block
+        config.phi_every = phi_every
+        config.phi_shape = phi_shape
+        config.phi_rate = phi_rate
+        config.phi_seed = phi_seed
+        config.scale_step_by_phi = 1 if scale_step_by_phi else 0
+        config.phi_ref = phi  # the phi the steps were chosen for: the chain's first
         pymf_error_clear(&err)
         self.chain = pymf_langevin_create(&model, &data.data, &config, &err)
         if self.chain == NULL:
@@ -91,6 +99,36 @@ cdef class LangevinChain(FactorChain):
             raise ValueError("bad column range or buffer")
         if c1 > c0:
             pymf_langevin_set_cols(self.chain, c0, c1, &values[0, 0])
+
+    @property
+    def phi(self):
+        """The current dispersion (the model's, or the last draw of a sampled one)."""
+        return pymf_langevin_phi(self.chain)
+
+    def set_phi(self, double phi):
+        cdef pymf_error err
+        pymf_error_clear(&err)
+        pymf_langevin_set_phi(self.chain, phi, &err)
+        check(&err)
+
+    def half_rss(self):
+        """sum of (v - mu)^2 / 2 over this chain's entries at the current state (beta = 2)."""
+        cdef pymf_error err
+        cdef double out = 0.0
+        pymf_error_clear(&err)
+        with nogil:
+            pymf_langevin_half_rss(self.chain, &out, &err)
+        check(&err)
+        return out
+
+    def draw_phi(self, double half_rss_total, int64_t t):
+        """Draw phi from its conditional InvGamma(shape + N/2, rate + half_rss_total) with
+        the stream of iteration t; the draw becomes the chain's phi and is returned."""
+        cdef pymf_error err
+        pymf_error_clear(&err)
+        pymf_langevin_draw_phi(self.chain, half_rss_total, t, &err)
+        check(&err)
+        return pymf_langevin_phi(self.chain)
 
     def part(self, int64_t t):
         """The part PSGLD uses at iteration t (1-based)."""

@@ -32,7 +32,9 @@ def _model_arguments(parser):
     parser.add_argument("--beta", type=float, default=1.0,
                         help="beta of the beta-divergence: 2 Gaussian, 1 Poisson, 0 gamma, "
                              "in (0, 1) compound Poisson")
-    parser.add_argument("--phi", type=float, default=1.0, help="dispersion phi")
+    parser.add_argument("--phi", type=phi_value, default=1.0,
+                        help="dispersion phi, or 'sample' (--beta 2: drawn from its "
+                             "inverse-gamma conditional once per pass over the data)")
     parser.add_argument("--rank", type=int, default=32,
                         help="rank K of W (I x K) and H (K x J); also the rank of --data demo")
     parser.add_argument("--prior", choices=["exponential", "gaussian"], default="exponential",
@@ -54,14 +56,19 @@ def _block_arguments(parser, what):
                         help="shuffle rows/columns before blocking")
 
 
-def _step(text):
+def phi_value(text):
+    """--phi: 'sample' or a number."""
+    return text if text == "sample" else float(text)
+
+
+def step_value(text):
     """--step: 'auto' or a number."""
     return text if text == "auto" else float(text)
 
 
 def _step_arguments(parser, default):
     if default == "auto":
-        parser.add_argument("--step-size", "--step", type=_step, default=default,
+        parser.add_argument("--step-size", "--step", type=step_value, default=default,
                             help="constant step size, or 'auto': chosen from the curvature at "
                                  "the start (half the stability limit, checked by a pilot; "
                                  "see the README)")
@@ -195,6 +202,10 @@ def cmd_sample(args):
     }
     if "test_rmse" in result.trace:
         summary["final_test_rmse"] = float(result.trace["test_rmse"][-1])
+    if model.sample_phi:
+        summary["phi_mean"] = result.noise_variance()  # the posterior mean of the sampled phi
+    if "auto_step" in result.params:
+        summary["auto_step"] = result.params["auto_step"]
     if test is not None and result.n_kept and has_predictive_draws(model.beta):
         # the fraction of held-out values inside their central posterior predictive intervals
         summary["coverage"] = {str(level): value for level, value in result.coverage(test).items()}

@@ -5,6 +5,8 @@ engine's run loop in the user's row and column order.
 Seeding: the run's SeedSequence spawns four independent streams:
   0: the Philox key of the Langevin noise, 1: the GSL stream of minibatches / random parts,
   2: the row/column permutation of the block grid, 3: the initial state.
+The draws of a sampled phi (TweedieNMF(phi="sample")) come from a GSL stream whose seed is
+derived from the noise key (phi_stream_seed), reseeded at every draw's iteration (rng.h).
 The chain is a pure function of (seed, data, settings): the same for any thread count,
 and a run resumed from a checkpoint continues exactly as if it had not stopped.
 """
@@ -115,10 +117,49 @@ def check_init(init, shape, rank, model):
     return W0, H0
 
 
+_PHI_STREAM = 0x706869  # "phi": labels the phi draws' stream, derived from the noise key
+
+
+def phi_stream_seed(noise_seed):
+    """The seed of the GSL stream of phi's draws (independent of the noise and minibatches)."""
+    return int(np.random.SeedSequence([int(noise_seed), _PHI_STREAM]).generate_state(1, np.uint64)[0])
+
+
+def phi_every(sampler, n_blocks, n_observed, batch_size):
+    """Iterations between draws of a sampled phi: one pass over the data, so that the full
+    residual sum of squares it needs costs at most as much as the iterations in between.
+    LD: every iteration (each is a pass); SGLD: ceil(N / batch) iterations; PSGLD: B
+    iterations (B parts cover every entry once; on the MPI ring one trip of the H pieces)."""
+    if sampler.kind == "ld":
+        return 1
+    if sampler.kind == "sgld":
+        return int(math.ceil(n_observed / batch_size))
+    if sampler.kind == "psgld":
+        return int(n_blocks)
+    raise ValueError(f"phi='sample' is drawn by the Langevin samplers (LD, SGLD, PSGLD); "
+                     f"{sampler.kind!r} needs a fixed phi")
+
+
+def check_sampled_phi(model, sampler):
+    """A clear error where phi='sample' cannot be run."""
+    if not getattr(model, "sample_phi", False):
+        return
+    if sampler.kind in ("sgd", "dsgd"):
+        raise ValueError("phi='sample' is for the samplers: an optimiser's MAP estimate needs "
+                         "a fixed phi (a number)")
+    if sampler.kind not in ("ld", "sgld", "psgld"):
+        raise ValueError(f"phi='sample' is drawn by pymf.LD, pymf.SGLD and pymf.PSGLD only, "
+                         f"not by {sampler!r}: give phi a number")
+    if getattr(sampler, "backend", "cpu") != "cpu":
+        raise ValueError("phi='sample' runs on the CPU sampler (backend='cpu'); the GPU chain "
+                         "takes a fixed phi")
+
+
 def make_chain(sampler, data, model, noise_seed, schedule_seed, batch_size, only_row_block=-1):
     """The C (or GPU) chain of an NMF sampler (or optimiser) on blocked data. only_row_block
     (PSGLD on the CPU): the chain updates only that row piece and the column piece it is
     given each iteration (one rank of the MPI ring)."""
+    check_sampled_phi(model, sampler)
     if sampler.kind == "gibbs":
         if model.beta != 1.0 or model.phi != 1.0 or model.prior != "exponential":
             raise ValueError("pymf.Gibbs is for Poisson NMF: TweedieNMF(beta=1, phi=1, "
@@ -132,17 +173,25 @@ def make_chain(sampler, data, model, noise_seed, schedule_seed, batch_size, only
     if getattr(sampler, "backend", "cpu") == "cuda":
         from pymf.nmf.gpu import CudaPSGLDChain
         return CudaPSGLDChain(data, model, sampler, noise_seed, dtype=np.dtype(sampler.dtype))
+    phi = {}
+    if model.sample_phi:
+        # an "auto" step is chosen for the curvature at phi_init, which scales as 1 / phi:
+        # the chain runs it as eps phi_t / phi_init (a given step runs as given)
+        phi = {"phi_every": phi_every(sampler, data.n_blocks, data.n_observed, batch_size),
+               "phi_shape": model.phi_shape, "phi_rate": model.phi_rate,
+               "phi_seed": phi_stream_seed(noise_seed),
+               "scale_step_by_phi": autostep.is_auto(sampler.step_size)}
     return _sgld.LangevinChain(
-        data, sampler.kind, model.rank, model.beta, model.phi, model.prior, model.lam_w,
+        data, sampler.kind, model.rank, model.beta, model.initial_phi, model.prior, model.lam_w,
         model.lam_h, noise_seed, schedule_seed, batch_size=batch_size,
         part_order=getattr(sampler, "part_order", "cyclic"), n_threads=sampler.n_threads,
-        only_row_block=only_row_block)
+        only_row_block=only_row_block, **phi)
 
 
 def resolve_auto_step(sampler, chain, data, model, seed):
     """(sampler, info): a sampler with step_size="auto" gets a constant step chosen at the
     chain's starting state (pymf.engine.autostep: power iterations on finite-difference
-    Hessian-vector products of the full-data log posterior, a tenth of the stability limit,
+    Hessian-vector products of the full-data log posterior, half the stability limit,
     a pilot of the chain itself that halves the step while it diverges); the chain is put
     back at its start. Any other sampler comes back unchanged with info None."""
     if not autostep.is_auto(getattr(sampler, "step_size", None)):
@@ -150,17 +199,22 @@ def resolve_auto_step(sampler, chain, data, model, seed):
     W0, Ht0, _ = chain.get_state()
     W0, Ht0 = np.array(W0), np.array(Ht0)
     n_w = W0.size
+    # a sampler preconditioned by c I (HAMCMC's H^0 = gamma I) is stable for
+    # eps c lambda_max < 2: the rule is applied to the curvature of c log p
+    scale = getattr(sampler, "preconditioner_scale", 1.0)
 
     def gradient(theta):
         W = theta[:n_w].reshape(W0.shape)
         Ht = theta[n_w:].reshape(Ht0.shape)
-        gW, gHt = _tweedie.gradient(data, W, Ht, model.beta, model.phi, sampler.n_threads or 0)
+        gW, gHt = _tweedie.gradient(data, W, Ht, model.beta, model.initial_phi,
+                                      sampler.n_threads or 0)
         if not model.non_negative:  # the Gaussian prior's curvature; the exponential's is 0
             gW -= model.lam_w * W
             gHt -= model.lam_h * Ht
-        return np.concatenate([gW.ravel(), gHt.ravel()])
+        return scale * np.concatenate([gW.ravel(), gHt.ravel()])
 
     start = chain.loglik()
+    phi0 = model.initial_phi
 
     def pilot(eps):
         try:
@@ -171,9 +225,15 @@ def resolve_auto_step(sampler, chain, data, model, seed):
                     and math.isfinite(value) and value >= start - abs(start))
         finally:
             chain.set_state(W0, Ht0, 0)
+            if getattr(model, "sample_phi", False):  # the pilot drew phi too
+                chain.set_phi(phi0)
 
     eps, info = autostep.choose(gradient, np.concatenate([W0.ravel(), Ht0.ravel()]),
                                 seed_sequence(seed), pilot)
+    if scale != 1.0:
+        info["preconditioner_scale"] = scale
+    if getattr(model, "sample_phi", False):
+        info["scaled_by_phi"] = model.initial_phi  # eps runs as eps phi_t / phi_init
     resolved = copy.copy(sampler)
     resolved.step_size = ConstantStep(eps)
     return resolved, info
@@ -181,9 +241,12 @@ def resolve_auto_step(sampler, chain, data, model, seed):
 
 def run_facts(model, sampler, seed, shape, n_observed, n_blocks, batch_size):
     """What a result's params record of the run (the ring and shared memory alike)."""
-    return {"model": model.params(), "sampler": sampler.params(), "seed": seed,
-            "shape": list(shape), "n_observed": int(n_observed), "n_blocks": int(n_blocks),
-            "batch_size": int(batch_size)}
+    facts = {"model": model.params(), "sampler": sampler.params(), "seed": seed,
+             "shape": list(shape), "n_observed": int(n_observed), "n_blocks": int(n_blocks),
+             "batch_size": int(batch_size)}
+    if getattr(model, "sample_phi", False):
+        facts["phi_every"] = phi_every(sampler, n_blocks, n_observed, batch_size)
+    return facts
 
 
 def run_fingerprint(facts, data_digest, test, init):
@@ -210,10 +273,12 @@ class FactorKernel(Kernel):
     """W (I x K) and H (K x J) of one chain; the trace holds the log-likelihood (sum of
     -d_beta/phi), the log posterior and, with a test set, the RMSE of the running mean
     prediction (test_rmse; of the current state before any draw is kept) and of the
-    current state (test_rmse_sample)."""
+    current state (test_rmse_sample). With phi="sample", phi is traced, recorded with every
+    kept draw (sample_stats["phi"]) and carried by checkpoints."""
 
     def __init__(self, chain, grid, model, test=None):
         self.chain, self.grid, self.model, self.test = chain, grid, model, test
+        self.sample_phi = getattr(model, "sample_phi", False)
         self.shape = (len(grid.row_of), len(grid.col_of))
         self._loglik = None
         if test is not None:
@@ -253,8 +318,11 @@ class FactorKernel(Kernel):
         factors' scale has mixed (the factors themselves are identified only up to
         permutation and scale)."""
         W_grid, Ht_grid = self.grid_state()
-        return {"norm_W": np.array([np.sqrt(np.einsum("ik,ik->", W_grid, W_grid))]),
-                "norm_H": np.array([np.sqrt(np.einsum("jk,jk->", Ht_grid, Ht_grid))])}
+        stats = {"norm_W": np.array([np.sqrt(np.einsum("ik,ik->", W_grid, W_grid))]),
+                 "norm_H": np.array([np.sqrt(np.einsum("jk,jk->", Ht_grid, Ht_grid))])}
+        if self.sample_phi:
+            stats["phi"] = np.array([self.chain.phi])
+        return stats
 
     def _current_predictions(self):
         W_grid, Ht_grid = self.grid_state()
@@ -277,6 +345,8 @@ class FactorKernel(Kernel):
         loglik = self.loglik() if self._loglik is None else self._loglik
         W, H = self.state()
         point = {"loglik": loglik, "logpost": loglik + self.model.log_prior(W, H)}
+        if self.sample_phi:
+            point["phi"] = self.chain.phi
         if self.test is not None:
             current = self._current_predictions()
             mean = current if test_mean is None else test_mean
@@ -286,10 +356,15 @@ class FactorKernel(Kernel):
 
     def snapshot(self):
         W_grid, Ht_grid = self.grid_state()
-        return {"W_grid": W_grid, "Ht_grid": Ht_grid, "t": np.array(self.counter)}
+        out = {"W_grid": W_grid, "Ht_grid": Ht_grid, "t": np.array(self.counter)}
+        if self.sample_phi:
+            out["phi"] = np.array(self.chain.phi)
+        return out
 
     def restore(self, arrays):
         self.chain.set_state(arrays["W_grid"], arrays["Ht_grid"], int(arrays["t"]))
+        if self.sample_phi:
+            self.chain.set_phi(float(arrays["phi"]))
 
     def last_finite_state(self):
         W, H = self.state()

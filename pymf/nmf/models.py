@@ -6,6 +6,15 @@
 prior="exponential": w_ik ~ E(lam_w), h_kj ~ E(lam_h), non-negative (samplers mirror).
 prior="gaussian":    w_ik ~ N(0, 1/lam_w), h_kj ~ N(0, 1/lam_h), real-valued; this needs a
                      likelihood defined for any real mu, i.e. beta = 2 (Gaussian).
+
+phi="sample" (beta = 2 only): the noise variance is unknown, phi ~ InvGamma(phi_shape,
+phi_rate), and the Langevin samplers (LD, SGLD, PSGLD, also on the MPI ring) draw it from
+its conjugate conditional InvGamma(phi_shape + N/2, phi_rate + RSS/2) once per pass over the
+data (pymf.nmf.kernel.phi_every); an "auto" step then runs as eps phi_t / phi_init, since
+the likelihood's curvature scales as 1 / phi. The default InvGamma(1, 1) is BPMF's default prior on
+its noise precision (tau = 1/phi ~ Gamma(1, 1)): weak, worth two observations, so the N
+residuals decide. For beta != 2 the dispersion is not conjugate (the Tweedie normaliser
+c(v, phi) has no closed form) and phi="sample" is refused.
 """
 import math
 
@@ -18,10 +27,26 @@ PRIORS = ("exponential", "gaussian")
 
 
 class TweedieNMF:
-    def __init__(self, rank, beta=1.0, phi=1.0, prior="exponential", lam_w=1.0, lam_h=1.0):
+    """phi: the dispersion, a positive number (fixed), or "sample" (beta = 2: drawn, starting
+    from phi_init, under the prior InvGamma(phi_shape, phi_rate); see the module's text)."""
+
+    def __init__(self, rank, beta=1.0, phi=1.0, prior="exponential", lam_w=1.0, lam_h=1.0,
+                 phi_shape=1.0, phi_rate=1.0, phi_init=1.0):
         rank = check_rank(rank)
         beta = check_real(beta, "beta")
-        phi = check_real(phi, "phi (the dispersion)", positive=True)
+        if isinstance(phi, str):
+            if phi != "sample":
+                raise ValueError(f"phi must be 'sample' or a positive number, got {phi!r}")
+            if beta != 2.0:
+                raise ValueError(
+                    "phi='sample' is for the Gaussian model (beta = 2), whose dispersion has "
+                    "a conjugate inverse-gamma conditional; for beta != 2 give phi a number "
+                    f"(got beta={beta})")
+        else:
+            phi = check_real(phi, "phi (the dispersion)", positive=True)
+        self.phi_shape = check_real(phi_shape, "phi_shape", positive=True)
+        self.phi_rate = check_real(phi_rate, "phi_rate", positive=True)
+        self.phi_init = check_real(phi_init, "phi_init", positive=True)
         if prior not in PRIORS:
             raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
         lam_w = check_real(lam_w, "lam_w", positive=True)
@@ -41,9 +66,21 @@ class TweedieNMF:
     def non_negative(self):
         return self.prior == "exponential"
 
+    @property
+    def sample_phi(self):
+        return self.phi == "sample"
+
+    @property
+    def initial_phi(self):
+        """phi at the start: the fixed value, or phi_init when phi is sampled."""
+        return self.phi_init if self.sample_phi else self.phi
+
     def params(self):
-        return {"model": "tweedie", "rank": self.rank, "beta": self.beta, "phi": self.phi,
-                "prior": self.prior, "lam_w": self.lam_w, "lam_h": self.lam_h}
+        out = {"model": "tweedie", "rank": self.rank, "beta": self.beta, "phi": self.phi,
+               "prior": self.prior, "lam_w": self.lam_w, "lam_h": self.lam_h}
+        if self.sample_phi:  # a fixed phi's record (and fingerprint) is as before
+            out.update(phi_shape=self.phi_shape, phi_rate=self.phi_rate, phi_init=self.phi_init)
+        return out
 
     def __repr__(self):
         return (f"TweedieNMF(rank={self.rank}, beta={self.beta}, phi={self.phi}, "

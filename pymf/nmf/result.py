@@ -19,7 +19,8 @@ class SampleResult(Result):
         sampling, trace computations excluded), "loglik" (sum of -d_beta/phi, i.e. the
         log-likelihood up to a constant of V), "logpost" (loglik + log prior) and, with a
         test set, "test_rmse" (of the running posterior-mean prediction) and
-        "test_rmse_sample" (of the current state).
+        "test_rmse_sample" (of the current state); with phi="sample" also "phi".
+    sample_stats: per kept draw, "norm_W", "norm_H" and (phi="sample") "phi".
     params: the model, sampler and run settings; seed: the seed used (reproduces the run).
     n_kept: the number of kept samples; sample_iterations: the iteration of each;
     iterations: the iterations the chain ran (burn-in included); interrupted: True if
@@ -83,7 +84,7 @@ class SampleResult(Result):
     def predictive_draws(self, rows, cols, rng, max_draws):
         """New values of the entries from up to max_draws kept draws (evenly spread): each
         draw's mu = (W H)_ij, then Tweedie(mu, phi, p = 2 - beta) noise (pymf.nmf.models.
-        draw_tweedie). None if no samples were kept."""
+        draw_tweedie; with phi="sample", that draw's phi). None if no samples were kept."""
         if not self._draws or self.n_kept == 0:
             return None
         rows, cols = entry_ids(rows, cols, (self.W_mean.shape[0], self.H_mean.shape[1]))
@@ -94,8 +95,24 @@ class SampleResult(Result):
         for n, s in enumerate(pick):
             mu = _tweedie.predict_entries(np.ascontiguousarray(W_samples[s]),
                                           np.ascontiguousarray(H_samples[s].T), rows, cols)
-            out[n] = draw_tweedie(mu, model["beta"], model["phi"], rng)
+            out[n] = draw_tweedie(mu, model["beta"], self.phi_of_draw(s), rng)
         return out
+
+    def phi_of_draw(self, s):
+        """The dispersion of kept draw s: the model's, or (phi="sample") the one drawn."""
+        phi = self.params["model"]["phi"]
+        return float(self.draw_stats["phi"][s][0]) if phi == "sample" else phi
+
+    def noise_variance(self):
+        """phi: fixed, or (phi="sample") its posterior mean over the kept draws (the last
+        traced value without draws). The variance of the observation noise for beta = 2."""
+        phi = self.params["model"]["phi"]
+        if phi != "sample":
+            return float(phi)
+        draws = np.asarray(self.draw_stats.get("phi", []), dtype=np.float64)
+        if draws.size == 0:
+            return float(self.trace["phi"][-1])
+        return float(np.mean(draws))
 
     def _family_arrays(self):
         return {"W_mean": self.W_mean, "H_mean": self.H_mean, "W_var": self.W_var,

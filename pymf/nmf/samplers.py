@@ -16,9 +16,10 @@ class PSGLD(_Langevin):
     part_order: "cyclic" (part (t-1) mod B) or "random" (part p with probability |Pi_p|/N).
     permute:    shuffle rows and columns (seeded) before cutting, to balance sparse blocks.
     backend:    "cpu" (OpenMP) or "cuda" (pymf.gpu; an error where no GPU is usable).
-    step_size:  "auto" (the default: chosen per run from the curvature at the start, half
-                the Langevin stability limit, checked by a pilot; pymf.engine.autostep, the
-                README's "Automatic step sizes"), a float or a schedule. pymf <= 0.2 had a
+    step_size:  "auto" (the default), a float or a schedule. Where the default comes
+                from: chosen per run from the curvature at the start, half the Langevin
+                stability limit, checked by a pilot (pymf.engine.autostep, the README's
+                "Automatic step sizes"). pymf <= 0.2 had a
                 constant 1e-3, which ended at a log-likelihood of -6.5M on the paper's
                 1024^2 Poisson NMF (K = 32) where a suitable step reaches about -0.58M.
     dtype:      "float64", or "float32" on the GPU (the CPU sampler is float64 only).

@@ -31,6 +31,18 @@ typedef struct {
     int n_threads;               /* <= 0: OpenMP's default */
     int only_row_block;          /* PSGLD, distributed: update only the block of this row piece
                                     (-1: every block of the part) */
+    /* The sampled dispersion (beta = 2 only; phi_every = 0: phi stays the model's). After
+     * every iteration t with t % phi_every == 0 the chain draws phi from its conditional,
+     * pymf_langevin_draw_phi with the full data's half residual sum of squares; a chain with
+     * only_row_block >= 0 leaves that to its caller, who sums the ranks' pieces. */
+    int64_t phi_every;
+    double phi_shape, phi_rate;  /* phi ~ InvGamma(phi_shape, phi_rate) a priori */
+    uint64_t phi_seed;           /* the GSL stream of the phi draws */
+    /* 1: iteration t's step is step_sizes[t] * phi / phi_ref, phi the current one (a step
+     * chosen for the curvature at phi_ref keeps its eps * lambda as phi moves: the
+     * likelihood's curvature is proportional to 1 / phi); 0: the steps as given. */
+    int scale_step_by_phi;
+    double phi_ref;
 } pymf_langevin_config;
 
 typedef struct pymf_langevin pymf_langevin;
@@ -69,6 +81,18 @@ double *pymf_langevin_cols(pymf_langevin *sampler, int64_t c0);
 int pymf_langevin_part(const pymf_langevin *sampler, int64_t t);
 
 pymf_status pymf_langevin_loglik(const pymf_langevin *sampler, double *out, pymf_error *err);
+
+/* The sampled dispersion of the Gaussian model (beta = 2). half_rss: sum over this chain's
+ * entries of d_2(v || mu) = (v - mu)^2 / 2 at the current state, summed in the order of
+ * pymf_langevin_loglik (row pieces in turn), so that the pieces of a distributed run add up
+ * to the shared-memory value bit for bit. draw_phi: phi ~ InvGamma(phi_shape + N/2,
+ * phi_rate + half_rss_total), the exact conditional given W and H, from the GSL stream
+ * seeded by (phi_seed, t); it becomes the chain's phi. */
+pymf_status pymf_langevin_half_rss(const pymf_langevin *sampler, double *out, pymf_error *err);
+pymf_status pymf_langevin_draw_phi(pymf_langevin *sampler, double half_rss_total, int64_t t,
+                                   pymf_error *err);
+double pymf_langevin_phi(const pymf_langevin *sampler);
+pymf_status pymf_langevin_set_phi(pymf_langevin *sampler, double phi, pymf_error *err);
 
 /* SGLD's minibatch for iteration t: batch_size indices into the N observed entries (grid
  * order, dense entries numbered row-major). Exposed for the pygsl reference test. */
