@@ -242,7 +242,8 @@ def plot(fixed, weak, measured, path):
     ax.plot([r["nodes"] for r in fixed], [r["message_s"] for r in fixed], ":", label="model: messages")
     ax.plot(*zip(*a), "k--", label="paper's text: ~B^-2 to B=90 (shape only)")
     ax.annotate("paper: rises at B=120\n(value not in its text)", xy=(120, a[-1][1]),
-                xytext=(60, a[0][1] / 3), arrowprops={"arrowstyle": "->"})
+                xytext=(0.45, 0.45), textcoords="axes fraction", fontsize=8,
+                arrowprops={"arrowstyle": "->"})
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("nodes B")
@@ -262,9 +263,11 @@ def plot(fixed, weak, measured, path):
     ax.legend(fontsize=7)
     ax = axes[2]
     ranks = [m["ranks"] for m in measured]
-    ax.plot(ranks, [m["seconds_per_iteration"] for m in measured], "o-", label="measured s/iter")
+    ax.plot(ranks, [m["seconds_per_iteration"] for m in measured], "o-", label="measured s/iter (with one log-lik. pass)")
     ax.plot(ranks, [m["compute_seconds_per_iteration"] for m in measured], "s:", label="measured compute")
     ax.plot(ranks, [m["model_seconds_per_iteration"] for m in measured], "x--", label="model")
+    ax.plot(ranks, [m["model_compute_seconds_per_iteration"] for m in measured], "+:",
+            label="model: compute")
     ax.set_xlabel("ranks (2 cores: 4 ranks oversubscribe)")
     ax.set_ylabel("seconds per iteration")
     ax.set_title("this machine: the 2 x 2 tiling (40M)")
@@ -374,7 +377,22 @@ def main(argv=None):
     p.add_argument("--timeout", type=float, default=900)
     p.add_argument("--out", default=os.path.join(ROOT, "results", "psgld_scale"))
     p.add_argument("--child", choices=["psgld", "dsgd"], default=None)
+    p.add_argument("--from-json", nargs="+", default=None,
+                   help="no runs: the analysis, tables and plots of saved JSONs (merged)")
     args = p.parse_args(argv)
+    if args.from_json:
+        doc = {"psgld": [], "dsgd": None, "mpi": []}
+        for path in args.from_json:
+            with open(path) as fh:
+                saved = json.load(fh)
+            for key, value in saved.items():
+                if value not in (None, []) or key not in doc:
+                    doc[key] = value
+        os.makedirs(args.out, exist_ok=True)
+        analyse(doc, args)
+        with open(os.path.join(args.out, "psgld_scale.json"), "w") as fh:
+            json.dump(doc, fh, indent=2)
+        return print_tables(doc)
     if args.child:
         args.method, args.tiles = args.child, args.tiles[0]
         return child_pymf(args)
@@ -400,6 +418,16 @@ def main(argv=None):
                 doc["libmf"]["setup_seconds"] = one - doc["libmf"]["epoch_seconds"]
                 doc["libmf"]["uptime"] = os.getloadavg()
     doc["mpi"] = [] if "mpi" in args.skip else mpi_runs(args, args.step_size / args.mpi_tiles ** 2)
+    analyse(doc, args)
+    with open(os.path.join(args.out, "psgld_scale.json"), "w") as fh:
+        json.dump(doc, fh, indent=2)
+    print(json.dumps(doc, indent=2))
+    print_tables(doc)
+
+
+def analyse(doc, args):
+    """The cost model from the measured ring, its projections and the plots (also on a saved
+    JSON: --from-json)."""
     ok = [m for m in doc["mpi"] if "error" not in m]
     if ok and ok[0]["ranks"] == 1:
         # c: the 1-rank compute (one thread) per rating and factor; the ring's iteration at
@@ -414,6 +442,8 @@ def main(argv=None):
             m["model_message_seconds_per_iteration"] = msg if m["ranks"] > 1 else 0.0
             m["model_seconds_per_iteration"] = comp + m["model_message_seconds_per_iteration"]
             m["measured_over_model"] = m["seconds_per_iteration"] / m["model_seconds_per_iteration"]
+            m["compute_over_model"] = (m["compute_seconds_per_iteration"]
+                                       / m["model_compute_seconds_per_iteration"])
         fixed, weak = projections(c, args.bandwidth, args.latency)
         doc["cost_model"] = {"seconds_per_rating_factor": c, "bandwidth_bytes_per_s": args.bandwidth,
                              "latency_s": args.latency, "fig6a_fixed_data": fixed,
@@ -428,10 +458,6 @@ def main(argv=None):
                 r["peak_over_coo"] = r["peak_rss_bytes"] / r["coo_bytes"]
                 r["setup_over_epoch"] = r["setup_seconds"] / r["epoch_seconds_median"]
         doc["plot_memory"] = plot_memory(runs, os.path.join(args.out, "memory_setup.png"))
-    with open(os.path.join(args.out, "psgld_scale.json"), "w") as fh:
-        json.dump(doc, fh, indent=2)
-    print(json.dumps(doc, indent=2))
-    print_tables(doc)
 
 
 def print_tables(doc):
@@ -469,7 +495,8 @@ def print_tables(doc):
                     ("comm", "communicate_seconds_per_iteration", ".4f"),
                     ("bytes/msg", "bytes_sent_per_rank_per_iteration", "d"),
                     ("model s/iter", "model_seconds_per_iteration", ".4f"),
-                    ("meas/model", "measured_over_model", ".2f")])
+                    ("meas/model", "measured_over_model", ".2f"),
+                    ("compute/model", "compute_over_model", ".2f")])
     for m in doc.get("mpi", []):
         if "error" in m:
             print(f"mpi {m['ranks']} ranks: error: {m['error'][-500:]}")
