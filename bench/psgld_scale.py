@@ -43,6 +43,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from _common import reset_peak, status_kib, table  # noqa: E402
 DEFAULT_CACHE = os.path.join(ROOT, "results", "ratings_10m.npz")
 
 # the PSGLD paper, section 4.3, as its text states them
@@ -52,24 +54,6 @@ PAPER = {"movies": 10_681, "users": 71_567, "ratings": 10_000_000, "K": 50,
 
 
 # ----------------------------------------------------------------- child processes ------
-def status_kib(field):
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return -1
-
-
-def reset_peak():
-    """Linux resets VmHWM on writing 5 to clear_refs; False where it cannot."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
-
-
 def load_tiled(cache, tiles):
     import numpy as np
 
@@ -321,7 +305,6 @@ def pymf_run(args, method, tiles, step_size, epochs):
 def mpi_runs(args, step_size):
     import pymf
     from pymf.nmf.mpi import tile_ratings, write_shards
-    sys.path.insert(0, HERE)
     from psgld_mpi import mpi_env, mpiexec, run_json
     with __import__("numpy").load(args.cache) as f:
         ratings = pymf.Ratings(f["rows"], f["cols"], f["values"],
@@ -461,8 +444,6 @@ def analyse(doc, args):
 
 
 def print_tables(doc):
-    sys.path.insert(0, HERE)
-    from _common import table
     rows = []
     for r in doc["psgld"] + ([doc["dsgd"]] if doc.get("dsgd") else []):
         if "error" in r:

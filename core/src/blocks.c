@@ -149,6 +149,7 @@ pymf_status pymf_blocked_from_sparse(pymf_blocked_data *data, const pymf_grid *g
     data->nnz = nnz;
     data->n_observed = nnz;
     const size_t n = (size_t)(nnz > 0 ? nnz : 1);
+    pymf_status status = PYMF_ENOMEM; /* until the layout is written */
     /* The layout: block by block; inside a block, row-major grid order (grid row, then grid
      * column), exactly the order a dense block is visited in, whatever the input order (a
      * sparse copy of a dense matrix then gives the very same floating-point sums as the dense
@@ -169,7 +170,7 @@ pymf_status pymf_blocked_from_sparse(pymf_blocked_data *data, const pymf_grid *g
     row_entry *row = NULL;
     if (!data->rows || !data->cols || !data->vals || !data->block_ptr || !piece_of_row ||
         !piece_of_col || !row_ptr || !cursor || (!sorted && !by_row))
-        goto out_of_memory;
+        goto cleanup;
     for (int b = 0; b < B; ++b) {
         for (int64_t p = grid->row_start[b]; p < grid->row_start[b + 1]; ++p)
             piece_of_row[p] = b;
@@ -193,7 +194,7 @@ pymf_status pymf_blocked_from_sparse(pymf_blocked_data *data, const pymf_grid *g
     if (!sorted) { /* a stable counting sort by row: by_row lists the entries row by row */
         int64_t *next = malloc(sizeof(int64_t) * (size_t)I);
         if (next == NULL)
-            goto out_of_memory;
+            goto cleanup;
         memcpy(next, row_ptr, sizeof(int64_t) * (size_t)I);
         for (int64_t e = 0; e < nnz; ++e)
             by_row[next[rows[e]]++] = e;
@@ -201,7 +202,7 @@ pymf_status pymf_blocked_from_sparse(pymf_blocked_data *data, const pymf_grid *g
     }
     row = malloc(sizeof(row_entry) * (size_t)(longest > 0 ? longest : 1));
     if (row == NULL)
-        goto out_of_memory;
+        goto cleanup;
     for (int64_t p = 0; p < I; ++p) {
         const int64_t r = grid->row_of[p], first = row_ptr[r], length = row_ptr[r + 1] - first;
         int in_order = 1;
@@ -221,23 +222,19 @@ pymf_status pymf_blocked_from_sparse(pymf_blocked_data *data, const pymf_grid *g
             data->vals[dst] = row[k].val;
         }
     }
+    status = PYMF_OK;
+cleanup:
     free(row);
     free(by_row);
     free(cursor);
     free(row_ptr);
     free(piece_of_col);
     free(piece_of_row);
+    if (status != PYMF_OK) {
+        pymf_blocked_free(data);
+        return pymf_fail(err, status, "out of memory bucketing %lld entries", (long long)nnz);
+    }
     return PYMF_OK;
-
-out_of_memory:
-    free(row);
-    free(by_row);
-    free(cursor);
-    free(row_ptr);
-    free(piece_of_col);
-    free(piece_of_row);
-    pymf_blocked_free(data);
-    return pymf_fail(err, PYMF_ENOMEM, "out of memory bucketing %lld entries", (long long)nnz);
 }
 
 int64_t pymf_block_size(const pymf_blocked_data *data, int b, int c)
