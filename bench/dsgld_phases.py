@@ -128,24 +128,38 @@ def gibbs_sweep(train, D, args, threads):
 
 
 def plot(rows, path):
+    """ms per round on one thread: the tasks' steps split into the part that does not grow with
+    D (the minibatch draw, indexing; estimated from the two ranks), the part that does and the
+    noise, then the backup, hyper step, trace and draws; the measured rounds as markers."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    parts = [("minibatch, gradient, moves", "minibatch_gradient_moves_per_round"),
-             ("Gaussian noise", "noise_per_round"), ("state backup", "backup_per_round"),
-             ("hyper step", "hyper_per_round"),
-             ("threads idle / other", "unaccounted_per_round"),
-             ("train RMSE + test prediction", "trace_per_round"), ("draws", "draw_per_round")]
-    fig, ax = plt.subplots(figsize=(7, 4))
-    bottom = np.zeros(len(rows))
+    fig, ax = plt.subplots(figsize=(8, 4.5))
     labels = [f"D = {r['D']}" for r in rows]
-    for name, key in parts:
-        values = np.array([max(r[key], 0.0) for r in rows]) * 1e3
-        ax.bar(labels, values, bottom=bottom, label=name)
+    bottom = np.zeros(len(rows))
+    for name, part in (
+            ("minibatch draw, indexing (est.: not growing with D)",
+             lambda r: r["tasks_per_round"] * r["block_steps_no_noise"]
+             * r.get("steps_not_growing_with_D_share", 0.0)),
+            ("gradient and moves (growing with D)",
+             lambda r: r["tasks_per_round"] * r["block_steps_no_noise"]
+             * (1 - r.get("steps_not_growing_with_D_share", 0.0))),
+            ("Gaussian noise", lambda r: r["tasks_per_round"] * r["noise"]),
+            ("state backup", lambda r: r["backup_per_round"]),
+            ("hyper step", lambda r: r["hyper_per_round"]),
+            ("train RMSE + test prediction (every 20)", lambda r: r["trace_per_round"]),
+            ("draws (every 10)", lambda r: r["draw_per_round"])):
+        values = np.array([part(r) for r in rows]) * 1e3
+        ax.bar(labels, values, bottom=bottom, label=name, width=0.5)
         bottom += values
-    ax.set_ylabel("ms per round")
-    ax.set_title("DSGLD round, square 2x2, 10M ratings")
-    ax.legend(fontsize=8)
+    x = np.arange(len(rows))
+    ax.plot(x, [r["round_one_thread"] * 1e3 for r in rows], "k_", markersize=40, mew=2,
+            label="measured round, 1 thread")
+    ax.plot(x, [r["round"] * 1e3 for r in rows], "r_", markersize=40, mew=2,
+            label="measured round, 2 threads (machine loaded)")
+    ax.set_ylabel("ms per round (one thread's work)")
+    ax.set_title("DSGLD round (2 chains x 2 blocks x 10 steps of 10,000 ratings), 10M ratings")
+    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -162,7 +176,11 @@ def main(argv=None):
     p.add_argument("--gibbs-repeats", type=int, default=2)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--out", default="results/dsgld_phases")
+    p.add_argument("--replot", default=None, help="only redraw the PNG of a saved JSON")
     args = p.parse_args(argv)
+    if args.replot:
+        with open(args.replot) as fh:
+            return print(plot(json.load(fh)["rows"], args.out + ".png"))
     threads = args.threads or os.cpu_count()
     ratings = ratings_10m.load(args.matrix)
     train, test = ratings.split(0.1, seed=0)
