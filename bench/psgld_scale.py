@@ -17,7 +17,9 @@ generator's counts:
     NMF, do_nmf, K, 2 threads, float32 as LIBMF is) in a separate virtual environment
     (--libmf-venv, created with pip's `libmf` package if absent; not a pymf dependency). Its
     fit does its own set-up, so the time per epoch is (fit with 1 + E iterations - fit with 1
-    iteration) / E, and its set-up is the 1-iteration fit less that epoch.
+    iteration) / E, and its set-up is the 1-iteration fit less that epoch. Twice: pip's build
+    (the sdist's setup.py: -O3, none of LIBMF's SIMD paths) and the same source built with
+    the flags of LIBMF's own Makefile (-O3 -march=native -DUSEAVX), loaded through LIBMF_OBJ.
   mpi: the 2 x 2 tiling written as per-rank shards (pymf.nmf.mpi.write_shards, under --scratch),
     then `mpiexec -n P python -m pymf.mpi psgld --shards ...` for P in --ranks: compute and
     communication seconds per iteration and bytes per message, measured by the ring.
@@ -161,6 +163,46 @@ print(json.dumps({"coo_float32_bytes": X.nbytes, "rss_after_load_bytes": loaded 
 """
 
 
+def libmf_native(venv):
+    """LIBMF built from the same sdist with the flags of its own Makefile (-O3 -march=native
+    -DUSEAVX -pthread; pip's build has none of its SIMD paths): the path of the .so, or
+    (None, the exact error). The wrapper loads it through LIBMF_OBJ."""
+    target = os.path.join(venv, "libmf_native.so")
+    if os.path.exists(target):
+        return target, None
+    python = os.path.join(venv, "bin", "python")
+    work = os.path.join(venv, "sdist")
+    os.makedirs(work, exist_ok=True)
+    steps = [[python, "-m", "pip", "download", "-q", "libmf==0.9.2", "--no-deps", "--no-binary",
+              ":all:", "-d", work],
+             ["tar", "xzf", os.path.join(work, "libmf-0.9.2.tar.gz"), "-C", work],
+             [shutil.which("g++") or "g++", "-O3", "-march=native", "-DUSEAVX", "-pthread",
+              "-std=c++11", "-shared", "-fPIC",
+              os.path.join(work, "libmf-0.9.2", "src_cpp", "libmf_interface.cpp"),
+              os.path.join(work, "libmf-0.9.2", "src_cpp", "mf.cpp"), "-o", target]]
+    for command in steps:
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            return None, f"{' '.join(command)}: {done.stderr.strip()[-2000:]}"
+    return target, None
+
+
+def libmf_run(python, args, native=None):
+    env = dict(os.environ, **({"LIBMF_OBJ": native} if native else {}))
+    done = subprocess.run([python, "-c", LIBMF_CHILD, args.cache, str(args.rank), str(args.threads),
+                           str(args.epochs)], capture_output=True, text=True, env=env,
+                          timeout=args.timeout)
+    if done.returncode != 0:
+        return {"error": done.stderr.strip()[-3000:]}
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    one, more = out["fit_seconds"]["1"], out["fit_seconds"][str(1 + args.epochs)]
+    out["epoch_seconds"] = (more - one) / args.epochs
+    out["setup_seconds"] = one - out["epoch_seconds"]
+    out["uptime"] = os.getloadavg()
+    out["build"] = native or "pip"
+    return out
+
+
 def libmf_python(venv):
     """The venv's python with pip's libmf; (python, None) or (None, the exact error)."""
     python = os.path.join(venv, "bin", "python")
@@ -168,7 +210,7 @@ def libmf_python(venv):
     if os.path.exists(python) and subprocess.run(probe, capture_output=True).returncode == 0:
         return python, None
     for command in ([sys.executable, "-m", "venv", venv],
-                    [python, "-m", "pip", "install", "-q", "libmf", "numpy"]):
+                    [python, "-m", "pip", "install", "-q", "libmf==0.9.2", "numpy"]):
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             return None, f"{' '.join(command)}: {done.stderr.strip()[-2000:]}"
@@ -392,14 +434,10 @@ def main(argv=None):
         if python is None:
             doc["libmf"] = {"error": error}
         else:
-            doc["libmf"] = run_child([python, "-c", LIBMF_CHILD, args.cache, str(args.rank),
-                                      str(args.threads), str(args.epochs)], args.timeout)
-            fits = doc["libmf"].get("fit_seconds")
-            if fits:
-                one, more = fits["1"], fits[str(1 + args.epochs)]
-                doc["libmf"]["epoch_seconds"] = (more - one) / args.epochs
-                doc["libmf"]["setup_seconds"] = one - doc["libmf"]["epoch_seconds"]
-                doc["libmf"]["uptime"] = os.getloadavg()
+            doc["libmf"] = libmf_run(python, args)
+            native, error = libmf_native(args.libmf_venv)
+            doc["libmf_native"] = {"error": error} if native is None else libmf_run(python, args,
+                                                                                      native)
     doc["mpi"] = [] if "mpi" in args.skip else mpi_runs(args, args.step_size / args.mpi_tiles ** 2)
     analyse(doc, args)
     with open(os.path.join(args.out, "psgld_scale.json"), "w") as fh:
@@ -454,15 +492,17 @@ def print_tables(doc):
                      "load_s": r["read_seconds"] + r["ratings_seconds"] + r["tile_seconds"],
                      "setup_s": r["setup_seconds"], "epoch_s": r["epoch_seconds_median"],
                      "setup_epochs": r["setup_over_epoch"], "load1": r["uptime"][0]})
-    lib = doc.get("libmf") or {}
-    if "epoch_seconds" in lib:
-        rows.append({"method": "libmf", "ratings": 10_000_000, "coo_gb": lib["coo_float32_bytes"] / 1e9,
-                     "peak_gb": lib["peak_rss_bytes"] / 1e9,
-                     "ratio": lib["peak_rss_bytes"] / lib["coo_float32_bytes"],
-                     "setup_s": lib["setup_seconds"], "epoch_s": lib["epoch_seconds"],
-                     "load1": lib["uptime"][0]})
-    elif lib:
-        print("libmf:", lib.get("error"))
+    for name in ("libmf", "libmf_native"):
+        lib = doc.get(name) or {}
+        if "epoch_seconds" in lib:
+            rows.append({"method": name, "ratings": 10_000_000,
+                         "coo_gb": lib["coo_float32_bytes"] / 1e9,
+                         "peak_gb": lib["peak_rss_bytes"] / 1e9,
+                         "ratio": lib["peak_rss_bytes"] / lib["coo_float32_bytes"],
+                         "setup_s": lib["setup_seconds"], "epoch_s": lib["epoch_seconds"],
+                         "load1": lib["uptime"][0]})
+        elif lib:
+            print(f"{name}:", lib.get("error"))
     table(rows, [("method", "method", "s"), ("ratings", "ratings", "d"), ("COO GB", "coo_gb", ".3f"),
                  ("peak GB", "peak_gb", ".3f"), ("peak/COO", "ratio", ".2f"),
                  ("load s", "load_s", ".2f"), ("setup s", "setup_s", ".2f"),
