@@ -77,7 +77,7 @@ def load_tiled(cache, tiles):
 
 def child_pymf(args):
     """One PSGLD (or DSGD) run on the tiled data: set-up and epochs, memory."""
-    interpreter_kib = status_kib("VmRSS")
+    before_data_kib = status_kib("VmRSS")  # the interpreter, numpy and pymf, before any data
     import numpy as np
 
     import pymf
@@ -122,7 +122,7 @@ def child_pymf(args):
         "method": args.method, "tiles": args.tiles, "shape": list(ratings.shape),
         "ratings": int(ratings.nnz), "K": args.rank, "blocks": args.blocks,
         "threads": args.threads, "step_size": args.step_size, "coo_bytes": coo_bytes,
-        "interpreter_rss_bytes": interpreter_kib * 1024, "rss_after_load_bytes": loaded_kib * 1024,
+        "rss_before_data_bytes": before_data_kib * 1024, "rss_after_load_bytes": loaded_kib * 1024,
         "load_peak_rss_bytes": load_peak_kib * 1024, "peak_reset_after_load": reset,
         "setup_peak_rss_bytes": setup_peak_kib * 1024,
         "peak_rss_bytes": peak_kib * 1024, **timings, **phases,
