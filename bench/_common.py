@@ -62,6 +62,30 @@ def run_sampler(model, V, make_sampler, steps, n_samples, seed=0, trace_points=5
     return {"step": None, "diverged_steps": rejected, "samples": n_samples}
 
 
+def status_kib(field):
+    """A field of /proc/self/status in KiB (VmRSS: resident now, VmHWM: its peak); -1 where
+    the system has none (not Linux)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return -1
+
+
+def reset_peak():
+    """Linux resets VmHWM to the resident memory now on writing 5 to clear_refs; False where it
+    cannot (then VmHWM stays the process's peak)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
 def median_time(fn, repeats):
     times = []
     for _ in range(repeats):

@@ -25,13 +25,7 @@ import time
 
 import numpy as np
 
-
-def status_kib(field):
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return -1
+from _common import reset_peak, status_kib
 
 
 def generate(args):
@@ -57,12 +51,7 @@ def fit(args):
     load_peak_kib = status_kib("VmHWM")  # scipy's own arrays (float64 data, int32 indices)
     # were alive beside the int64 copies while loading: a peak of the loading, not of the fit.
     # Linux resets the high-water mark on writing 5 to clear_refs, so VmHWM below is the fit's
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        reset = True
-    except OSError:
-        reset = False
+    reset = reset_peak()
     index_bytes = X.row_ptr.nbytes + X.col_idx.nbytes
     method = pymf.SIBM(batch_size=args.batch_size if args.batch_size != "auto" else "auto",
                        n_threads=args.threads)

@@ -8,6 +8,7 @@ shared data folder and is skipped where it is absent."""
 import os
 import re
 
+import numpy as np
 import pytest
 
 README = os.path.join(os.path.dirname(__file__), "..", "README.md")
@@ -39,7 +40,7 @@ SECTIONS = {"python": "Python", "baselines": "Baselines",
             "bpmf": "Bayesian PMF with distributed SGLD",
             "hamcmc": "HAMCMC: stochastic quasi-Newton Langevin",
             "hamcmc_mf": "HAMCMC for matrix factorisation", "sibm": "SIBM:", "ibp": "IBP:",
-            "tuning": "Works without tuning"}
+            "tuning": "Works without tuning", "scale": "Large data"}
 
 
 def _blocks():
@@ -191,3 +192,10 @@ def test_command_line(tmp_path, monkeypatch):
         assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
     assert all(used), [p for (p, _), n in zip(CLI_SCALE_DOWN, used) if not n]
     assert last_out == "bpmf"
+
+
+def test_scale(blocks, tmp_path, monkeypatch):
+    ns, _ = _run([blocks["scale"]], tmp_path, monkeypatch)
+    assert np.shares_memory(ns["ratings"].rows, ns["rows"])
+    assert ns["bigger"].shape == (600, 400) and ns["bigger"].nnz == 4 * ns["ratings"].nnz
+    assert np.isfinite(ns["res"].trace["loglik"][-1])

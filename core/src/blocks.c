@@ -84,19 +84,6 @@ pymf_status pymf_grid_init(pymf_grid *grid, int64_t n_rows, int64_t n_cols, int 
     return PYMF_OK;
 }
 
-static int piece_of(const int64_t *start, int pieces, int64_t pos)
-{
-    int lo = 0, hi = pieces; /* start[lo] <= pos < start[hi] */
-    while (hi - lo > 1) {
-        const int mid = (lo + hi) / 2;
-        if (start[mid] <= pos)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 void pymf_blocked_free(pymf_blocked_data *data)
 {
     if (data == NULL)
@@ -130,93 +117,123 @@ pymf_status pymf_blocked_from_dense(pymf_blocked_data *data, const pymf_grid *gr
     return PYMF_OK;
 }
 
+/* One entry of a row, keyed by its grid column, while the row is put in grid order. */
+typedef struct {
+    int32_t col;
+    double val;
+} row_entry;
+
+static int by_grid_col(const void *a, const void *b)
+{
+    const int32_t x = ((const row_entry *)a)->col, y = ((const row_entry *)b)->col;
+    return (x > y) - (x < y);
+}
+
+static int rows_nondecreasing(int64_t nnz, const int64_t *rows)
+{
+    for (int64_t e = 1; e < nnz; ++e)
+        if (rows[e] < rows[e - 1])
+            return 0;
+    return 1;
+}
+
 pymf_status pymf_blocked_from_sparse(pymf_blocked_data *data, const pymf_grid *grid,
                                      int64_t nnz, const int64_t *rows, const int64_t *cols,
                                      const double *vals, pymf_error *err)
 {
     memset(data, 0, sizeof(*data));
     const int B = grid->n_blocks;
+    const int64_t I = grid->n_rows, J = grid->n_cols;
     data->grid = grid;
     data->is_dense = 0;
     data->nnz = nnz;
     data->n_observed = nnz;
     const size_t n = (size_t)(nnz > 0 ? nnz : 1);
+    pymf_status status = PYMF_ENOMEM; /* until the layout is written */
+    /* The layout: block by block; inside a block, row-major grid order (grid row, then grid
+     * column), exactly the order a dense block is visited in, whatever the input order (a
+     * sparse copy of a dense matrix then gives the very same floating-point sums as the dense
+     * path; the MPI ring relies on it). It is built straight into the output, walking the grid
+     * rows in order and each row's entries in grid-column order, so the only scratch besides
+     * O(I + J + B^2) counters is one row's entries -- and, for input not sorted by row (Ratings
+     * always is), an index of the entries by row (8 bytes an entry). */
     data->rows = malloc(sizeof(int32_t) * n);
     data->cols = malloc(sizeof(int32_t) * n);
     data->vals = malloc(sizeof(double) * n);
     data->block_ptr = calloc((size_t)B * B + 1, sizeof(int64_t));
-    int64_t *block_of = malloc(sizeof(int64_t) * n);
-    int64_t *order = malloc(sizeof(int64_t) * n);
-    int64_t *row_count = calloc((size_t)grid->n_rows + 1, sizeof(int64_t));
-    if (!data->rows || !data->cols || !data->vals || !data->block_ptr || !block_of || !order ||
-        !row_count) {
-        free(block_of);
-        free(order);
-        free(row_count);
-        pymf_blocked_free(data);
-        return pymf_fail(err, PYMF_ENOMEM, "out of memory bucketing %lld entries", (long long)nnz);
+    int32_t *piece_of_row = malloc(sizeof(int32_t) * (size_t)I);
+    int32_t *piece_of_col = malloc(sizeof(int32_t) * (size_t)J);
+    int64_t *row_ptr = calloc((size_t)I + 1, sizeof(int64_t)); /* by original row */
+    int64_t *cursor = malloc(sizeof(int64_t) * ((size_t)B * B));
+    const int sorted = rows_nondecreasing(nnz, rows);
+    int64_t *by_row = sorted ? NULL : malloc(sizeof(int64_t) * n);
+    row_entry *row = NULL;
+    if (!data->rows || !data->cols || !data->vals || !data->block_ptr || !piece_of_row ||
+        !piece_of_col || !row_ptr || !cursor || (!sorted && !by_row))
+        goto cleanup;
+    for (int b = 0; b < B; ++b) {
+        for (int64_t p = grid->row_start[b]; p < grid->row_start[b + 1]; ++p)
+            piece_of_row[p] = b;
+        for (int64_t q = grid->col_start[b]; q < grid->col_start[b + 1]; ++q)
+            piece_of_col[q] = b;
     }
-    /* Stable counting sorts by grid column, then grid row, then block: inside a block the
-     * entries are in row-major grid order, exactly the order a dense block is visited in,
-     * whatever the input order. (A sparse copy of a dense matrix then gives the very same
-     * floating-point sums as the dense path; the MPI ring relies on it.) */
-    int64_t *col_count = calloc((size_t)grid->n_cols + 1, sizeof(int64_t));
-    int64_t *by_col = malloc(sizeof(int64_t) * n);
-    if (col_count == NULL || by_col == NULL) {
-        free(col_count);
-        free(by_col);
-        free(block_of);
-        free(order);
-        free(row_count);
-        pymf_blocked_free(data);
-        return pymf_fail(err, PYMF_ENOMEM, "out of memory bucketing %lld entries", (long long)nnz);
-    }
-    for (int64_t e = 0; e < nnz; ++e)
-        col_count[grid->col_pos[cols[e]] + 1]++;
-    for (int64_t q = 0; q < grid->n_cols; ++q)
-        col_count[q + 1] += col_count[q];
-    for (int64_t e = 0; e < nnz; ++e)
-        by_col[col_count[grid->col_pos[cols[e]]]++] = e;
-    free(col_count);
-    for (int64_t s = 0; s < nnz; ++s)
-        row_count[grid->row_pos[rows[by_col[s]]] + 1]++;
-    for (int64_t p = 0; p < grid->n_rows; ++p)
-        row_count[p + 1] += row_count[p];
-    int64_t *by_row = block_of; /* reuse as scratch */
-    for (int64_t s = 0; s < nnz; ++s) {
-        const int64_t e = by_col[s];
-        by_row[row_count[grid->row_pos[rows[e]]]++] = e;
-    }
-    free(by_col);
-    free(row_count);
     int64_t *counts = data->block_ptr;
-    for (int64_t s = 0; s < nnz; ++s) {
-        const int64_t e = by_row[s];
-        const int b = piece_of(grid->row_start, B, grid->row_pos[rows[e]]);
-        const int c = piece_of(grid->col_start, B, grid->col_pos[cols[e]]);
-        order[s] = (int64_t)b * B + c; /* block id of the s-th entry in row order */
-        counts[order[s] + 1]++;
+    for (int64_t e = 0; e < nnz; ++e) {
+        row_ptr[rows[e] + 1]++;
+        counts[(int64_t)piece_of_row[grid->row_pos[rows[e]]] * B +
+               piece_of_col[grid->col_pos[cols[e]]] + 1]++;
+    }
+    int64_t longest = 0;
+    for (int64_t r = 0; r < I; ++r) {
+        longest = row_ptr[r + 1] > longest ? row_ptr[r + 1] : longest;
+        row_ptr[r + 1] += row_ptr[r];
     }
     for (int64_t blk = 0; blk < (int64_t)B * B; ++blk)
         counts[blk + 1] += counts[blk];
-    int64_t *cursor = malloc(sizeof(int64_t) * ((size_t)B * B));
-    if (cursor == NULL) {
-        free(block_of);
-        free(order);
-        pymf_blocked_free(data);
-        return pymf_fail(err, PYMF_ENOMEM, "out of memory bucketing entries");
-    }
     memcpy(cursor, counts, sizeof(int64_t) * ((size_t)B * B));
-    for (int64_t s = 0; s < nnz; ++s) {
-        const int64_t e = by_row[s];
-        const int64_t dst = cursor[order[s]]++;
-        data->rows[dst] = (int32_t)grid->row_pos[rows[e]];
-        data->cols[dst] = (int32_t)grid->col_pos[cols[e]];
-        data->vals[dst] = vals[e];
+    if (!sorted) { /* a stable counting sort by row: by_row lists the entries row by row */
+        int64_t *next = malloc(sizeof(int64_t) * (size_t)I);
+        if (next == NULL)
+            goto cleanup;
+        memcpy(next, row_ptr, sizeof(int64_t) * (size_t)I);
+        for (int64_t e = 0; e < nnz; ++e)
+            by_row[next[rows[e]]++] = e;
+        free(next);
     }
+    row = malloc(sizeof(row_entry) * (size_t)(longest > 0 ? longest : 1));
+    if (row == NULL)
+        goto cleanup;
+    for (int64_t p = 0; p < I; ++p) {
+        const int64_t r = grid->row_of[p], first = row_ptr[r], length = row_ptr[r + 1] - first;
+        int in_order = 1;
+        for (int64_t k = 0; k < length; ++k) {
+            const int64_t e = sorted ? first + k : by_row[first + k];
+            row[k].col = (int32_t)grid->col_pos[cols[e]];
+            row[k].val = vals[e];
+            in_order &= k == 0 || row[k].col > row[k - 1].col;
+        }
+        if (!in_order) /* grid columns are distinct in a row: the order is total */
+            qsort(row, (size_t)length, sizeof(row_entry), by_grid_col);
+        int64_t *cursor_of_piece = cursor + (int64_t)piece_of_row[p] * B;
+        for (int64_t k = 0; k < length; ++k) {
+            const int64_t dst = cursor_of_piece[piece_of_col[row[k].col]]++;
+            data->rows[dst] = (int32_t)p;
+            data->cols[dst] = row[k].col;
+            data->vals[dst] = row[k].val;
+        }
+    }
+    status = PYMF_OK;
+cleanup:
+    free(row);
+    free(by_row);
     free(cursor);
-    free(block_of);
-    free(order);
+    free(row_ptr);
+    free(piece_of_col);
+    free(piece_of_row);
+    if (status != PYMF_OK) {
+        pymf_blocked_free(data);
+        return pymf_fail(err, status, "out of memory bucketing %lld entries", (long long)nnz);
+    }
     return PYMF_OK;
 }
 

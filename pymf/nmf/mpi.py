@@ -593,13 +593,29 @@ def _parser():
 
 
 def tile_ratings(ratings, tile):
-    """The ratings repeated tile x tile times (the paper's weak-scaling data)."""
+    """The ratings repeated tile x tile times (the paper's weak-scaling data): copy (a, b)
+    shifted by a * I rows and b * J columns. Built straight in row-major order (row a * I + r
+    holds row r's entries of copy (a, 0), then of (a, 1), ...), so that pymf.Ratings keeps the
+    arrays without sorting them again: 3 x 8 bytes an entry and no sort at 10^8 entries."""
     if tile == 1:
         return ratings
     I, J = ratings.shape
-    rows = np.concatenate([ratings.rows + a * I for a in range(tile) for _ in range(tile)])
-    cols = np.concatenate([ratings.cols + b * J for _ in range(tile) for b in range(tile)])
-    values = np.tile(ratings.values, tile * tile)
+    n = ratings.nnz
+    row_start = np.zeros(I + 1, dtype=np.int64)
+    np.cumsum(np.bincount(ratings.rows, minlength=I), out=row_start[1:])
+    first = row_start[ratings.rows]  # where each entry's row begins
+    length = row_start[ratings.rows + 1] - first
+    within = np.arange(n, dtype=np.int64) - first  # the entry's place inside its row
+    rows = np.empty(tile * tile * n, dtype=np.int64)
+    cols = np.empty_like(rows)
+    values = np.empty(tile * tile * n)
+    for b in range(tile):
+        place = tile * first + b * length + within  # inside one band of tile rows
+        for a in range(tile):
+            at = place + a * tile * n
+            rows[at] = ratings.rows + a * I
+            cols[at] = ratings.cols + b * J
+            values[at] = ratings.values
     return Ratings(rows, cols, values, shape=(I * tile, J * tile))
 
 

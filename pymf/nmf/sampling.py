@@ -27,14 +27,16 @@ def _setup(model, data, sampler, seed, init, test, chain_factory=make_chain):
         raise ValueError(
             f"blocks={n_blocks} is larger than the matrix ({shape[0]} x {shape[1]}): each of the "
             "B row and column pieces needs at least one row / column")
-    data = blocked_data(observed, n_blocks, sampler.permute, permute_seed)
-    grid = GridMap(data)
-    batch = sampler.batch_size(data.n_observed)
-    chain = chain_factory(sampler, data, model, noise_seed, schedule_seed, batch)
+    # the starting point before the block layout: its temporaries (mean |V| over the data)
+    # and the layout's copy of the data are then never alive together
     if init is None:
         W0, H0 = model.init_factors(shape, observed, init_rng)
     else:
         W0, H0 = check_init(init, shape, model.rank, model)
+    data = blocked_data(observed, n_blocks, sampler.permute, permute_seed)
+    grid = GridMap(data)
+    batch = sampler.batch_size(data.n_observed)
+    chain = chain_factory(sampler, data, model, noise_seed, schedule_seed, batch)
     chain.set_state(*grid.to_grid(W0, H0), 0)
     sampler, auto_step = resolve_auto_step(sampler, chain, data, model, seed)
     facts = run_facts(model, sampler, seed, shape, data.n_observed, n_blocks, batch)
