@@ -25,6 +25,20 @@ static void philox_lanes(int n, uint32_t *c0, uint32_t *c1, uint32_t *c2, uint32
     }
 }
 
+/* Box-Muller over lanes: z0[l], z1[l] from the words a[l], b[l], pymf_box_muller's two
+ * steps as two passes over the lanes (the same operations, so the same bits); radius is
+ * scratch. restrict: without it the compiler checks for overlap and falls back to slower
+ * code. */
+static inline void box_muller_lanes(int n, const uint32_t *restrict a, const uint32_t *restrict b,
+                                    double *restrict radius, double *restrict z0,
+                                    double *restrict z1)
+{
+    for (int l = 0; l < n; ++l)
+        radius[l] = pymf_box_muller_radius(a[l]);
+    for (int l = 0; l < n; ++l)
+        pymf_box_muller_rotate(radius[l], b[l], &z0[l], &z1[l]);
+}
+
 /* Row r of the output holds the noise of counter row ids[r] (ids != NULL) or first_row + r. */
 PYMF_VECTOR_CLONES
 static void noise_rows(uint64_t seed, uint32_t stream, uint64_t t, uint32_t first_row,
@@ -35,32 +49,47 @@ static void noise_rows(uint64_t seed, uint32_t stream, uint64_t t, uint32_t firs
     const uint32_t t_lo = (uint32_t)t, tag = stream | ((uint32_t)(t >> 32) << 8);
     const uint32_t key0 = (uint32_t)seed, key1 = (uint32_t)(seed >> 32);
     uint32_t c0[PYMF_NOISE_LANES], c1[PYMF_NOISE_LANES], c2[PYMF_NOISE_LANES], c3[PYMF_NOISE_LANES];
-    double z[4 * PYMF_NOISE_LANES];
-    uint32_t row = 0, group = 0;  /* output row and group of the next lane */
+    double z[4][PYMF_NOISE_LANES], radius[PYMF_NOISE_LANES];
+    /* whole rows: lane l of a chunk is slots 4g .. 4g + 3 of one row, and when rank is a
+     * multiple of 4 the chunk's output is one contiguous run of out */
+    const int whole_groups = rank % 4 == 0;
+    uint32_t row = 0, group = 0;  /* output row and group of the chunk's first lane */
     for (uint32_t start = 0; start < total; start += PYMF_NOISE_LANES) {
         const int n = (int)(total - start < PYMF_NOISE_LANES ? total - start : PYMF_NOISE_LANES);
         uint32_t r = row, g = group;
-        for (int l = 0; l < n; ++l) {
-            c0[l] = g;
-            c1[l] = ids != NULL ? ids[r] : first_row + r;
-            c2[l] = t_lo;
-            c3[l] = tag;
-            if (++g == groups) {
+        for (int l = 0; l < n;) {
+            const uint32_t counter_row = ids != NULL ? ids[r] : first_row + r;
+            for (; g < groups && l < n; ++g, ++l) {
+                c0[l] = g;
+                c1[l] = counter_row;
+            }
+            if (g == groups) {
                 g = 0;
                 ++r;
             }
         }
-        philox_lanes(n, c0, c1, c2, c3, key0, key1);
         for (int l = 0; l < n; ++l) {
-            pymf_box_muller(c0[l], c1[l], &z[4 * l], &z[4 * l + 1]);
-            pymf_box_muller(c2[l], c3[l], &z[4 * l + 2], &z[4 * l + 3]);
+            c2[l] = t_lo;
+            c3[l] = tag;
+        }
+        philox_lanes(n, c0, c1, c2, c3, key0, key1);
+        box_muller_lanes(n, c0, c1, radius, z[0], z[1]);
+        box_muller_lanes(n, c2, c3, radius, z[2], z[3]);
+        if (whole_groups) {
+            double *dst = out + 4 * (size_t)start;
+            for (int l = 0; l < n; ++l)
+                for (int slot = 0; slot < 4; ++slot)
+                    dst[4 * l + slot] = z[slot][l];
+            row = r;  /* where the counter loop stopped: the next chunk's first lane */
+            group = g;
+            continue;
         }
         /* scatter: lane l holds slots 4g..4g+3 of its row; slots >= rank are dropped */
         for (int l = 0; l < n; ++l) {
             const int base = 4 * (int)group;
             double *dst = out + (size_t)row * (size_t)rank;
-            for (int lane = 0; lane < 4 && base + lane < rank; ++lane)
-                dst[base + lane] = z[4 * l + lane];
+            for (int slot = 0; slot < 4 && base + slot < rank; ++slot)
+                dst[base + slot] = z[slot][l];
             if (++group == groups) {
                 group = 0;
                 ++row;

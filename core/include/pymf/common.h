@@ -23,7 +23,7 @@
  * (-std=c99 turns contraction off). */
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__x86_64__) && \
     !defined(PYMF_NO_CLONES)
-#define PYMF_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#define PYMF_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
 #define PYMF_VECTOR_CLONES
 #endif
