@@ -95,27 +95,33 @@ KERNEL_INLINE void mu_tile(const double *const w[MU_TILE_ROWS], const double *ht
                 (part[0][a][half] + part[1][a][half]) + (part[2][a][half] + part[3][a][half]);
 }
 
-/* g = coef * d/dmu log p(v | floor(mu)) over n entries, in place. Called with a literal
- * beta for the common likelihoods, so the branches on beta fold away and the loop
- * vectorises; the formula is the one of tweedie.h either way. */
-KERNEL_INLINE void grad_of_mu(double *mu_to_g, const double *v, int n, double beta, double coef)
+/* g = coef * d/dmu log p(v | floor(mu)) in place over the m x n entries of a panel (g's
+ * rows GRAD_PANEL apart, v's rows J apart). Called with a literal beta for the common
+ * likelihoods, so that the branches on beta fold away and the loop vectorises; the formula
+ * is the one of tweedie.h either way. */
+KERNEL_INLINE void grad_of_mu(double *g, const double *v, int64_t J, int m, int n, double beta,
+                              double coef)
 {
-    for (int c = 0; c < n; ++c)
-        mu_to_g[c] = coef * pymf_tweedie_dlogp_dmu_floored(
-                                v[c], pymf_tweedie_floor_mu(mu_to_g[c], beta), beta, 1.0);
+    for (int a = 0; a < m; ++a) {
+        double *restrict g_row = g + a * GRAD_PANEL;
+        const double *restrict v_row = v + a * J;
+        for (int c = 0; c < n; ++c)
+            g_row[c] = coef * pymf_tweedie_dlogp_dmu_floored(
+                                  v_row[c], pymf_tweedie_floor_mu(g_row[c], beta), beta, 1.0);
+    }
 }
 
-KERNEL_INLINE void grad_of_mu_any_beta(double *mu_to_g, const double *v, int n, double beta,
-                                double coef)
+KERNEL_INLINE void grad_of_mu_any_beta(double *g, const double *v, int64_t J, int m, int n,
+                                       double beta, double coef)
 {
     if (beta == 1.0)
-        grad_of_mu(mu_to_g, v, n, 1.0, coef);
+        grad_of_mu(g, v, J, m, n, 1.0, coef);
     else if (beta == 2.0)
-        grad_of_mu(mu_to_g, v, n, 2.0, coef);
+        grad_of_mu(g, v, J, m, n, 2.0, coef);
     else if (beta == 0.0)
-        grad_of_mu(mu_to_g, v, n, 0.0, coef);
+        grad_of_mu(g, v, J, m, n, 0.0, coef);
     else
-        grad_of_mu(mu_to_g, v, n, beta, coef);
+        grad_of_mu(g, v, J, m, n, beta, coef);
 }
 
 /* out_r[k0 .. k0 + 4 n_vec) += sum over s < n (ascending) of coef[r][s] * x_s[k0 ..), for
@@ -194,15 +200,11 @@ KERNEL_INLINE void dense_panel_grad(const pymf_tweedie *lik, const double *V, in
         const double *w[MU_TILE_ROWS];
         for (int a = 0; a < MU_TILE_ROWS; ++a)
             w[a] = W + (i0 + (a0 + a < m ? a0 + a : m - 1)) * K;
-        double mu[MU_TILE_ROWS * GRAD_PANEL];
+        /* mu into g's rows a0 .. a0 + 3 (all inside the buffer: a0 + 3 < GRAD_PANEL) */
         for (int tile = 0; tile < n_tiles; ++tile)
-            mu_tile(w, ht + tile * MU_TILE_COLS, K, mu + tile * MU_TILE_COLS);
-        for (int a = 0; a < MU_TILE_ROWS && a0 + a < m; ++a) {
-            double *g_row = g + (a0 + a) * GRAD_PANEL;
-            memcpy(g_row, mu + a * GRAD_PANEL, sizeof(double) * (size_t)n);
-            grad_of_mu_any_beta(g_row, V + (i0 + a0 + a) * J + j0, n, lik->beta, coef);
-        }
+            mu_tile(w, ht + tile * MU_TILE_COLS, K, g + a0 * GRAD_PANEL + tile * MU_TILE_COLS);
     }
+    grad_of_mu_any_beta(g, V + i0 * J + j0, J, m, n, lik->beta, coef);
     /* gw_i += sum_j g_ij h_j (j ascending), two rows at a time */
     int a = 0;
     for (; a + 2 <= m; a += 2) {
@@ -228,7 +230,7 @@ KERNEL_INLINE void dense_panel_grad(const pymf_tweedie *lik, const double *V, in
 /* Block [r0, r1) x [c0, c1) of dense V (J columns) panel by panel: column panels outer and
  * row panels inner, both ascending, which keeps every gw_i's sum over j and every gh_j's
  * sum over i in ascending order. Returns 0 (nothing done) when the scratch cannot be had. */
-PYMF_VECTOR_CLONES
+__attribute__((target_clones("avx2", "default")))
 static int dense_block_grad(const pymf_tweedie *lik, const double *V, int64_t J, int64_t r0,
                             int64_t r1, int64_t c0, int64_t c1, double coef, const double *W,
                             const double *Ht, double *gW, double *gHt)
