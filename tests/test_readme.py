@@ -39,7 +39,7 @@ SECTIONS = {"python": "Python", "baselines": "Baselines",
             "bpmf": "Bayesian PMF with distributed SGLD",
             "hamcmc": "HAMCMC: stochastic quasi-Newton Langevin",
             "hamcmc_mf": "HAMCMC for matrix factorisation", "sibm": "SIBM:", "ibp": "IBP:",
-            "tuning": "Works without tuning"}
+            "tuning": "Works without tuning", "speed": "Speed:"}
 
 
 def _blocks():
@@ -189,3 +189,8 @@ def test_command_line(tmp_path, monkeypatch):
         assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
     assert all(used), [p for (p, _), n in zip(CLI_SCALE_DOWN, used) if not n]
     assert last_out == "bpmf"
+
+
+def test_speed(blocks, tmp_path, monkeypatch):
+    ns, _ = _run([blocks["speed"]], tmp_path, monkeypatch)
+    assert len(ns["runs"]) == 2 and ns["runs"][0].n_kept == 100

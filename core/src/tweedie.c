@@ -130,12 +130,15 @@ KERNEL_INLINE void grad_of_mu_any_beta(double *g, const double *v, int64_t J, in
  * (outputs = columns, s = rows) are both this. */
 KERNEL_INLINE void accumulate_tile(int n_out, int n_vec, int k0, int K, int n,
                                    const double *coefs, int coef_stride, int coef_step,
-                                   const double *x, double *const out[])
+                                   const double *x, double *const out[], int fresh)
 {
     vec4 acc[2][GRAD_K_CHUNK / 4];
     for (int r = 0; r < n_out; ++r)
         for (int q = 0; q < n_vec; ++q)
-            acc[r][q] = vec4_at(out[r] + k0 + 4 * q);
+            if (fresh)
+                acc[r][q] = vec4_broadcast(0.0);
+            else
+                acc[r][q] = vec4_at(out[r] + k0 + 4 * q);
     for (int s = 0; s < n; ++s) {
         const double *xs = x + (size_t)s * (size_t)K + k0;
         vec4 xv[GRAD_K_CHUNK / 4];
@@ -155,10 +158,10 @@ KERNEL_INLINE void accumulate_tile(int n_out, int n_vec, int k0, int K, int n,
 /* the same for one factor column k */
 KERNEL_INLINE void accumulate_column(int n_out, int k, int K, int n, const double *coefs,
                                      int coef_stride, int coef_step, const double *x,
-                                     double *const out[])
+                                     double *const out[], int fresh)
 {
     for (int r = 0; r < n_out; ++r) {
-        double acc = out[r][k];
+        double acc = fresh ? 0.0 : out[r][k];
         for (int s = 0; s < n; ++s)
             acc += coefs[r * coef_stride + s * coef_step] * x[(size_t)s * (size_t)K + k];
         out[r][k] = acc;
@@ -166,27 +169,36 @@ KERNEL_INLINE void accumulate_column(int n_out, int k, int K, int n, const doubl
 }
 
 /* all K columns of n_out (1 or 2) outputs: chunks of GRAD_K_CHUNK, then of 4, then 1 */
+/* all K columns of n_out (1 or 2) outputs: chunks of GRAD_K_CHUNK, then of 4, then 1;
+ * fresh: the outputs start from 0.0 instead of their stored values (the first panel of a
+ * block whose gradient is written, not added: 0.0 + x, exactly what zeroed memory gives) */
 KERNEL_INLINE void accumulate_outputs(int n_out, int K, int n, const double *coefs,
                                       int coef_stride, int coef_step, const double *x,
-                                      double *const out[])
+                                      double *const out[], int fresh)
 {
     int k0 = 0;
     for (; k0 + GRAD_K_CHUNK <= K; k0 += GRAD_K_CHUNK)
         accumulate_tile(n_out, GRAD_K_CHUNK / 4, k0, K, n, coefs, coef_stride, coef_step, x,
-                        out);
+                        out, fresh);
     for (; k0 + 4 <= K; k0 += 4)
-        accumulate_tile(n_out, 1, k0, K, n, coefs, coef_stride, coef_step, x, out);
+        accumulate_tile(n_out, 1, k0, K, n, coefs, coef_stride, coef_step, x, out, fresh);
     for (; k0 < K; ++k0)
-        accumulate_column(n_out, k0, K, n, coefs, coef_stride, coef_step, x, out);
+        accumulate_column(n_out, k0, K, n, coefs, coef_stride, coef_step, x, out, fresh);
 }
 
 /* The gradient of the panel of rows [i0, i0 + m) x columns [j0, j0 + n) (m, n <=
  * GRAD_PANEL); ht and g are GRAD_PANEL-wide scratch (K and GRAD_PANEL rows). */
 KERNEL_INLINE void dense_panel_grad(const pymf_tweedie *lik, const double *V, int64_t J, int64_t i0,
                              int m, int64_t j0, int n, double coef, const double *W,
-                             const double *Ht, double *gW, double *gHt, double *ht, double *g)
+                             const double *Ht, double *gW, double *gHt, double *ht, double *g,
+                             int fresh_rows, int fresh_cols)
 {
     const int K = lik->rank;
+    /* V's panel comes from memory (a part's blocks are scattered over V): ask for its rows
+     * now, so that they arrive while mu is computed */
+    for (int a = 0; a < m; ++a)
+        for (int c = 0; c < n; c += 8)
+            __builtin_prefetch(V + (i0 + a) * J + j0 + c, 0, 3);
     /* H's panel transposed, zero beyond its n columns (those mu are computed, never used) */
     for (int k = 0; k < K; ++k) {
         for (int c = 0; c < n; ++c)
@@ -209,31 +221,35 @@ KERNEL_INLINE void dense_panel_grad(const pymf_tweedie *lik, const double *V, in
     int a = 0;
     for (; a + 2 <= m; a += 2) {
         double *const out[2] = {gW + (i0 + a) * K, gW + (i0 + a + 1) * K};
-        accumulate_outputs(2, K, n, g + a * GRAD_PANEL, GRAD_PANEL, 1, Ht + j0 * K, out);
+        accumulate_outputs(2, K, n, g + a * GRAD_PANEL, GRAD_PANEL, 1, Ht + j0 * K, out,
+                           fresh_rows);
     }
     if (a < m) {
         double *const out[1] = {gW + (i0 + a) * K};
-        accumulate_outputs(1, K, n, g + a * GRAD_PANEL, GRAD_PANEL, 1, Ht + j0 * K, out);
+        accumulate_outputs(1, K, n, g + a * GRAD_PANEL, GRAD_PANEL, 1, Ht + j0 * K, out,
+                           fresh_rows);
     }
     /* gh_j += sum_i g_ij w_i (i ascending), two columns at a time */
     int c = 0;
     for (; c + 2 <= n; c += 2) {
         double *const out[2] = {gHt + (j0 + c) * K, gHt + (j0 + c + 1) * K};
-        accumulate_outputs(2, K, m, g + c, 1, GRAD_PANEL, W + i0 * K, out);
+        accumulate_outputs(2, K, m, g + c, 1, GRAD_PANEL, W + i0 * K, out, fresh_cols);
     }
     if (c < n) {
         double *const out[1] = {gHt + (j0 + c) * K};
-        accumulate_outputs(1, K, m, g + c, 1, GRAD_PANEL, W + i0 * K, out);
+        accumulate_outputs(1, K, m, g + c, 1, GRAD_PANEL, W + i0 * K, out, fresh_cols);
     }
 }
 
 /* Block [r0, r1) x [c0, c1) of dense V (J columns) panel by panel: column panels outer and
  * row panels inner, both ascending, which keeps every gw_i's sum over j and every gh_j's
- * sum over i in ascending order. Returns 0 (nothing done) when the scratch cannot be had. */
-__attribute__((target_clones("avx2", "default")))
+ * sum over i in ascending order. overwrite: the block's rows of gW and gHt are written
+ * (their first panel starts from 0.0) rather than added to. Returns 0 (nothing done) when
+ * the scratch cannot be had. */
+PYMF_AVX2_CLONES
 static int dense_block_grad(const pymf_tweedie *lik, const double *V, int64_t J, int64_t r0,
                             int64_t r1, int64_t c0, int64_t c1, double coef, const double *W,
-                            const double *Ht, double *gW, double *gHt)
+                            const double *Ht, double *gW, double *gHt, int overwrite)
 {
     double *scratch = malloc(sizeof(double) * (size_t)(lik->rank + GRAD_PANEL) * GRAD_PANEL);
     if (scratch == NULL)
@@ -243,26 +259,33 @@ static int dense_block_grad(const pymf_tweedie *lik, const double *V, int64_t J,
         const int n = (int)(c1 - j0 < GRAD_PANEL ? c1 - j0 : GRAD_PANEL);
         for (int64_t i0 = r0; i0 < r1; i0 += GRAD_PANEL) {
             const int m = (int)(r1 - i0 < GRAD_PANEL ? r1 - i0 : GRAD_PANEL);
-            dense_panel_grad(lik, V, J, i0, m, j0, n, coef, W, Ht, gW, gHt, ht, g);
+            dense_panel_grad(lik, V, J, i0, m, j0, n, coef, W, Ht, gW, gHt, ht, g,
+                             overwrite && j0 == c0, overwrite && i0 == r0);
         }
     }
     free(scratch);
     return 1;
 }
 
+/* pymf_tweedie_block_grad (overwrite = 0) and pymf_tweedie_block_grad_set (overwrite = 1) */
 PYMF_VECTOR_CLONES
-void pymf_tweedie_block_grad(const pymf_tweedie *lik, const pymf_blocked_data *data, int b,
-                             int c, double scale, const double *W, const double *Ht, double *gW,
-                             double *gHt)
+static void block_grad(const pymf_tweedie *lik, const pymf_blocked_data *data, int b, int c,
+                       double scale, const double *W, const double *Ht, double *gW,
+                       double *gHt, int overwrite)
 {
     const pymf_grid *grid = data->grid;
     const int K = lik->rank;
     const double beta = lik->beta, coef = scale / lik->phi;
+    const int64_t r0 = grid->row_start[b], r1 = grid->row_start[b + 1];
+    const int64_t c0 = grid->col_start[c], c1 = grid->col_start[c + 1];
+    if (data->is_dense && dense_block_grad(lik, data->V, grid->n_cols, r0, r1, c0, c1, coef, W,
+                                           Ht, gW, gHt, overwrite))
+        return;
+    if (overwrite) {
+        memset(gW + r0 * K, 0, sizeof(double) * (size_t)((r1 - r0) * K));
+        memset(gHt + c0 * K, 0, sizeof(double) * (size_t)((c1 - c0) * K));
+    }
     if (data->is_dense) {
-        const int64_t r0 = grid->row_start[b], r1 = grid->row_start[b + 1];
-        const int64_t c0 = grid->col_start[c], c1 = grid->col_start[c + 1];
-        if (dense_block_grad(lik, data->V, grid->n_cols, r0, r1, c0, c1, coef, W, Ht, gW, gHt))
-            return;
         /* no memory for the panel scratch (a few KB): the per-entry loop, the same bits */
         const int64_t J = grid->n_cols;
         for (int64_t i = r0; i < r1; ++i) {
@@ -289,6 +312,20 @@ void pymf_tweedie_block_grad(const pymf_tweedie *lik, const pymf_blocked_data *d
         double *gh = gHt + (int64_t)data->cols[e] * K;
         pymf_axpy2(K, g, h, gw, w, gh);
     }
+}
+
+void pymf_tweedie_block_grad(const pymf_tweedie *lik, const pymf_blocked_data *data, int b,
+                             int c, double scale, const double *W, const double *Ht, double *gW,
+                             double *gHt)
+{
+    block_grad(lik, data, b, c, scale, W, Ht, gW, gHt, 0);
+}
+
+void pymf_tweedie_block_grad_set(const pymf_tweedie *lik, const pymf_blocked_data *data, int b,
+                                 int c, double scale, const double *W, const double *Ht,
+                                 double *gW, double *gHt)
+{
+    block_grad(lik, data, b, c, scale, W, Ht, gW, gHt, 1);
 }
 
 double pymf_tweedie_block_loglik(const pymf_tweedie *lik, const pymf_blocked_data *data, int b,
