@@ -21,6 +21,7 @@ Prints a JSON document (with the load average before and after: the timings are 
 quiet as the machine), then a table, and writes a PNG of the ratios and of the split.
 """
 import argparse
+import inspect
 import json
 import os
 import statistics
@@ -66,49 +67,46 @@ def breakdown(data, K, W0, Ht0, n_rows, n_cols, B, step, iterations):
 
 
 DGEMM_SIZE = 1024
-DGEMM_CODE = """
-import statistics, sys, time
-import numpy as np
-n, repeats = int(sys.argv[1]), int(sys.argv[2])
-rng = np.random.default_rng(0)
-a, b = rng.random((n, n)), rng.random((n, n))
-a @ b
-times, cpu = [], []
-for _ in range(repeats):
-    started, started_cpu = time.perf_counter(), time.process_time()
+
+
+def time_dgemm(n, repeats):
+    """(GFLOP/s per wall second, per CPU second) of numpy's n^3 dgemm, medians of `repeats`
+    products, with whatever BLAS threads the process has. Self-contained: a child process
+    runs its source when threadpoolctl is missing."""
+    import statistics
+    import time
+
+    import numpy as np
+    rng = np.random.default_rng(0)
+    a, b = rng.random((n, n)), rng.random((n, n))
     a @ b
-    times.append(time.perf_counter() - started)
-    cpu.append(time.process_time() - started_cpu)
-print(2.0 * n ** 3 / statistics.median(times) / 1e9, 2.0 * n ** 3 / statistics.median(cpu) / 1e9)
-"""
+    times, cpu = [], []
+    for _ in range(repeats):
+        started, started_cpu = time.perf_counter(), time.process_time()
+        a @ b
+        times.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - started_cpu)
+    flops = 2.0 * n ** 3
+    return flops / statistics.median(times) / 1e9, flops / statistics.median(cpu) / 1e9
 
 
 def dgemm_gflops(threads, repeats=7):
-    """numpy's dgemm rates (GFLOP/s per wall second and per CPU second, medians of `repeats`
-    1024^3 products) with its BLAS limited to `threads` threads: threadpoolctl when
-    installed, else a child process whose BLAS is told the thread count through the
-    environment."""
+    """time_dgemm of a 1024^3 product with numpy's BLAS limited to `threads` threads:
+    threadpoolctl when installed, else a child process whose BLAS is told the thread count
+    through the environment."""
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
         env = dict(os.environ, **{name: str(threads) for name in (
             "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")})
-        out = subprocess.run([sys.executable, "-c", DGEMM_CODE, str(DGEMM_SIZE), str(repeats)],
-                             env=env, capture_output=True, text=True, check=True).stdout
+        code = inspect.getsource(time_dgemm) + \
+            f"\nprint(*time_dgemm({DGEMM_SIZE}, {repeats}))\n"
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, check=True).stdout
         wall, cpu = out.split()
         return float(wall), float(cpu)
-    rng = np.random.default_rng(0)
-    a, b = rng.random((DGEMM_SIZE, DGEMM_SIZE)), rng.random((DGEMM_SIZE, DGEMM_SIZE))
     with threadpool_limits(limits=threads, user_api="blas"):
-        a @ b
-        times, cpu = [], []
-        for _ in range(repeats):
-            started, started_cpu = time.perf_counter(), time.process_time()
-            a @ b
-            times.append(time.perf_counter() - started)
-            cpu.append(time.process_time() - started_cpu)
-    flops = 2.0 * DGEMM_SIZE ** 3
-    return flops / statistics.median(times) / 1e9, flops / statistics.median(cpu) / 1e9
+        return time_dgemm(DGEMM_SIZE, repeats)
 
 
 def plot(rows, path):
