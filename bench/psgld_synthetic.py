@@ -47,20 +47,28 @@ def time_run(data, K, W0, Ht0, step, iterations, threads):
     return time.perf_counter() - started, time.process_time() - started_cpu, chain.loglik()
 
 
+def per_call_cpu(fn, calls, rounds=5):
+    """CPU seconds per call of fn: one call to warm up, then the median over `rounds` rounds
+    of `calls` calls."""
+    fn()
+    times = []
+    for _ in range(rounds):
+        started = time.process_time()
+        for _ in range(calls):
+            fn()
+        times.append((time.process_time() - started) / calls)
+    return statistics.median(times)
+
+
 def breakdown(data, K, W0, Ht0, n_rows, n_cols, B, step, iterations):
     """Single-thread CPU seconds per iteration (process time: on a shared machine it counts
     only this process's work): one part's gradient, the noise of all of W and H, and the
     rest of a one-thread iteration."""
-    reps = 20
-    started = time.process_time()
-    for t in range(reps):
-        _rng.noise(1, _rng.STREAM_W, t + 1, 0, n_rows, K)
-        _rng.noise(1, _rng.STREAM_H, t + 1, 0, n_cols, K)
-    noise = (time.process_time() - started) / reps
-    started = time.process_time()
-    for _ in range(3):
-        _tweedie.gradient(data, W0, Ht0, 1.0, 1.0, n_threads=1)  # all B parts
-    gradient = (time.process_time() - started) / 3 / B
+    noise = per_call_cpu(lambda: (_rng.noise(1, _rng.STREAM_W, 7, 0, n_rows, K),
+                                  _rng.noise(1, _rng.STREAM_H, 7, 0, n_cols, K)), 50)
+    # all B parts per call
+    gradient = per_call_cpu(lambda: _tweedie.gradient(data, W0, Ht0, 1.0, 1.0, n_threads=1),
+                            3) / B
     iteration = statistics.median(
         time_run(data, K, W0, Ht0, step, iterations, 1)[1] for _ in range(3)) / iterations
     return noise, gradient, max(iteration - noise - gradient, 0.0)
