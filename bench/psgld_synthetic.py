@@ -1,19 +1,32 @@
 #!/usr/bin/env python3
-"""PSGLD on the PSGLD paper's synthetic Poisson-NMF (Fig. 2 set-up).
+"""PSGLD on the PSGLD paper's synthetic Poisson-NMF (Fig. 2 set-up), against a dgemm yardstick.
 
 I = J in {256, 512, 1024}, K = 32, B = I / 32, T = 10,000 samples, cyclic parts. For each
 size and thread count: the median of --repeats runs of T iterations of the C sampler (no
 thinning or tracing inside the timed region), seconds per 1,000 samples, entries x K per
-second (the gradient work), the final log-likelihood, and a breakdown of where one
-iteration's time goes, measured single-threaded: the Langevin noise (Philox + Box-Muller
-for every entry of W and H) and the likelihood gradient of one part.
+second (the gradient work) and the final log-likelihood.
 
-Prints a JSON document, then a table.
+The yardstick (issue 20): one iteration does three products of I J / B x K multiply-adds
+(mu, grad W, grad H), 6 I J K / B flops, plus (I + J) K Gaussian draws. numpy's dgemm
+(OpenBLAS), limited to the same number of threads, is timed in the same run on a
+1024^3 product; the flop floor is the time dgemm would take for the chain's flops, and
+the ratio is the chain's time over that floor (target: <= 3).
+
+Where one iteration's time goes, measured single-threaded in CPU time: the likelihood
+gradient of one part, the Langevin noise (Philox + Box-Muller for every entry of W and H, also given in ns
+per Gaussian) and the rest of the iteration (the update and mirroring, part choice), which
+is a one-thread iteration minus the other two.
+
+Prints a JSON document (with the load average before and after: the timings are only as
+quiet as the machine), then a table, and writes a PNG of the ratios and of the split.
 """
 import argparse
+import inspect
 import json
 import os
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -23,29 +36,119 @@ from pymf import _rng
 from pymf.nmf import _blocks, _sgld, _tweedie
 
 
-def time_run(data, V_shape, K, W0, Ht0, step, iterations, threads):
+def time_run(data, K, W0, Ht0, step, iterations, threads):
+    """(wall seconds, CPU seconds of the process, final log-likelihood) of one run."""
     chain = _sgld.LangevinChain(data, "psgld", K, 1.0, 1.0, "exponential", 1.0, 1.0, 12345, 678,
                                 n_threads=threads)
     chain.set_state(W0, Ht0, 0)
     steps = step(np.arange(1, iterations + 1))
-    started = time.perf_counter()
+    started, started_cpu = time.perf_counter(), time.process_time()
     chain.run(steps)
-    return time.perf_counter() - started, chain.loglik()
+    return time.perf_counter() - started, time.process_time() - started_cpu, chain.loglik()
 
 
-def breakdown(data, K, W0, Ht0, n_rows, n_cols, B):
-    """Single-thread seconds per iteration: noise of all of W and H, and one part's gradient."""
-    reps = 20
-    started = time.perf_counter()
-    for t in range(reps):
-        _rng.noise(1, _rng.STREAM_W, t + 1, 0, n_rows, K)
-        _rng.noise(1, _rng.STREAM_H, t + 1, 0, n_cols, K)
-    noise = (time.perf_counter() - started) / reps
-    started = time.perf_counter()
-    for _ in range(3):
-        _tweedie.gradient(data, W0, Ht0, 1.0, 1.0, n_threads=1)  # all B parts
-    gradient = (time.perf_counter() - started) / 3 / B
-    return noise, gradient
+def per_call_cpu(fn, calls, rounds=5):
+    """CPU seconds per call of fn: one call to warm up, then the median over `rounds` rounds
+    of `calls` calls."""
+    fn()
+    times = []
+    for _ in range(rounds):
+        started = time.process_time()
+        for _ in range(calls):
+            fn()
+        times.append((time.process_time() - started) / calls)
+    return statistics.median(times)
+
+
+def breakdown(data, K, W0, Ht0, n_rows, n_cols, B, step, iterations):
+    """Single-thread CPU seconds per iteration (process time: on a shared machine it counts
+    only this process's work): one part's gradient, the noise of all of W and H, and the
+    rest of a one-thread iteration."""
+    noise = per_call_cpu(lambda: (_rng.noise(1, _rng.STREAM_W, 7, 0, n_rows, K),
+                                  _rng.noise(1, _rng.STREAM_H, 7, 0, n_cols, K)), 50)
+    # all B parts per call
+    gradient = per_call_cpu(lambda: _tweedie.gradient(data, W0, Ht0, 1.0, 1.0, n_threads=1),
+                            3) / B
+    iteration = statistics.median(
+        time_run(data, K, W0, Ht0, step, iterations, 1)[1] for _ in range(3)) / iterations
+    return noise, gradient, max(iteration - noise - gradient, 0.0)
+
+
+DGEMM_SIZE = 1024
+
+
+def time_dgemm(n, repeats):
+    """(GFLOP/s per wall second, per CPU second) of numpy's n^3 dgemm, medians of `repeats`
+    products, with whatever BLAS threads the process has. Self-contained: a child process
+    runs its source when threadpoolctl is missing."""
+    import statistics
+    import time
+
+    import numpy as np
+    rng = np.random.default_rng(0)
+    a, b = rng.random((n, n)), rng.random((n, n))
+    a @ b
+    times, cpu = [], []
+    for _ in range(repeats):
+        started, started_cpu = time.perf_counter(), time.process_time()
+        a @ b
+        times.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - started_cpu)
+    flops = 2.0 * n ** 3
+    return flops / statistics.median(times) / 1e9, flops / statistics.median(cpu) / 1e9
+
+
+def dgemm_gflops(threads, repeats=7):
+    """time_dgemm of a 1024^3 product with numpy's BLAS limited to `threads` threads:
+    threadpoolctl when installed, else a child process whose BLAS is told the thread count
+    through the environment."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        env = dict(os.environ, **{name: str(threads) for name in (
+            "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")})
+        code = inspect.getsource(time_dgemm) + \
+            f"\nprint(*time_dgemm({DGEMM_SIZE}, {repeats}))\n"
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, check=True).stdout
+        wall, cpu = out.split()
+        return float(wall), float(cpu)
+    with threadpool_limits(limits=threads, user_api="blas"):
+        return time_dgemm(DGEMM_SIZE, repeats)
+
+
+def plot(rows, path):
+    """Left: the ratio to the dgemm floor per size and thread count; right: the one-thread
+    split of an iteration against the one-thread dgemm floor."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    labels = [f"{r['I']}\n{r['threads']} thr" for r in rows]
+    left.bar(range(len(rows)), [r["ratio_to_dgemm_floor"] for r in rows], color="tab:blue")
+    left.axhline(3.0, color="tab:red", linestyle="--", label="target 3")
+    left.set_xticks(range(len(rows)), labels)
+    left.set_ylabel("chain time / dgemm time for its flops")
+    left.legend()
+    sizes = sorted({r["I"] for r in rows})
+    one = {r["I"]: r for r in rows}
+    bottom = np.zeros(len(sizes))
+    for key, name in (("one_thread_gradient_s_per_iter", "gradient"),
+                      ("one_thread_noise_s_per_iter", "noise"),
+                      ("one_thread_rest_s_per_iter", "update and the rest")):
+        values = np.array([one[s][key] * 1e3 for s in sizes])
+        right.bar(range(len(sizes)), values, bottom=bottom, label=name)
+        bottom += values
+    right.plot(range(len(sizes)), [one[s]["one_thread_dgemm_floor_s_per_iter"] * 1e3 for s in sizes],
+               "k_", markersize=40, label="dgemm floor (1 thread)")
+    right.set_xticks(range(len(sizes)), [str(s) for s in sizes])
+    right.set_xlabel("I = J")
+    right.set_ylabel("ms per iteration, one thread")
+    right.legend()
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fig.savefig(path, dpi=110)
+    return path
 
 
 def main():
@@ -57,8 +160,11 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, nargs="+", default=sorted({1, os.cpu_count() or 1}))
     parser.add_argument("--json", default=None, help="also write the JSON here")
+    parser.add_argument("--png", default="results/psgld_synthetic.png")
     args = parser.parse_args()
 
+    load_before = os.getloadavg()
+    dgemm = {threads: dgemm_gflops(threads) for threads in sorted(set(args.threads) | {1})}
     rows = []
     for size in args.sizes:
         B = max(1, size // 32)
@@ -70,12 +176,18 @@ def main():
         Ht0 = rng.uniform(0.5, 1.5, (size, args.rank)) * scale
         # stable for this data scale: the curvature grows with I, so a shrinks with it
         step = pymf.PolynomialDecay(1e-4 * (256 / size) ** 2, 0.51)
-        noise_s, gradient_s = breakdown(data, args.rank, W0, Ht0, size, size, B)
+        noise_s, gradient_s, rest_s = breakdown(data, args.rank, W0, Ht0, size, size, B, step,
+                                                min(args.samples, 1000))
+        entries = size * size / B  # one part
+        flops = 3 * 2 * entries * args.rank  # mu, grad W, grad H: multiply-adds
+        gaussians = 2 * size * args.rank
         for threads in args.threads:
-            runs = [time_run(data, V.shape, args.rank, W0, Ht0, step, args.samples, threads)
+            runs = [time_run(data, args.rank, W0, Ht0, step, args.samples, threads)
                     for _ in range(args.repeats)]
             seconds = statistics.median(r[0] for r in runs)
-            entries = size * size / B  # one part
+            cpu_seconds = statistics.median(r[1] for r in runs)
+            floor = flops * args.samples / (dgemm[threads][0] * 1e9)
+            cpu_floor = flops * args.samples / (dgemm[threads][1] * 1e9)
             rows.append({
                 "I": size, "J": size, "K": args.rank, "B": B, "T": args.samples,
                 "threads": threads, "repeats": args.repeats,
@@ -83,27 +195,51 @@ def main():
                 "seconds_all": [round(r[0], 4) for r in runs],
                 "seconds_per_1000_samples": round(seconds / args.samples * 1000, 4),
                 "entries_K_per_second": round(entries * args.rank * args.samples / seconds, 1),
-                "final_loglik": runs[0][1],
-                "one_thread_noise_s_per_iter": round(noise_s, 7),
+                "flops_per_iteration": flops,
+                "dgemm_gflops": round(dgemm[threads][0], 2),
+                "dgemm_floor_seconds": round(floor, 4),
+                "ratio_to_dgemm_floor": round(seconds / floor, 3),
+                # the same in CPU seconds (both sides), less sensitive to other processes
+                # on a shared machine (though OpenMP's barrier spinning counts as CPU time)
+                "cpu_seconds_median": round(cpu_seconds, 4),
+                "dgemm_gflops_per_cpu_second": round(dgemm[threads][1], 2),
+                "cpu_ratio_to_dgemm_floor": round(cpu_seconds / cpu_floor, 3),
+                "chain_gflops": round(flops * args.samples / seconds / 1e9, 2),
+                "final_loglik": runs[0][2],
                 "one_thread_gradient_s_per_iter": round(gradient_s, 7),
+                "one_thread_noise_s_per_iter": round(noise_s, 7),
+                "one_thread_rest_s_per_iter": round(rest_s, 7),
+                # CPU seconds, like the split it is drawn against
+                "one_thread_dgemm_floor_s_per_iter": round(flops / (dgemm[1][1] * 1e9), 7),
+                "ns_per_gaussian_per_core": round(noise_s / gaussians * 1e9, 3),
             })
     document = {"benchmark": "psgld_synthetic", "cpu_count": os.cpu_count(),
-                "pymf": pymf.__version__, "results": rows}
+                "pymf": pymf.__version__, "load_average_before": load_before,
+                "load_average_after": os.getloadavg(),
+                "dgemm_gflops_by_threads": {str(t): round(g[0], 2) for t, g in dgemm.items()},
+                "results": rows}
     text = json.dumps(document, indent=2)
     print(text)
     if args.json:
         with open(args.json, "w") as fh:
             fh.write(text)
     print()
-    header = f"{'I=J':>5} {'B':>3} {'thr':>3} {'s/10K':>8} {'s/1K':>7} {'entries*K/s':>12} " \
-             f"{'noise ms/it':>11} {'grad ms/it':>10} {'loglik':>12}"
+    header = f"{'I=J':>5} {'B':>3} {'thr':>3} {'s/10K':>8} {'GF/s':>6} {'dgemm':>6} {'ratio':>6} " \
+             f"{'cpu ratio':>9} {'grad ms':>8} {'noise ms':>8} {'rest ms':>8} {'ns/gauss':>8} {'loglik':>12}"
     print(header)
     print("-" * len(header))
     for r in rows:
         print(f"{r['I']:>5} {r['B']:>3} {r['threads']:>3} {r['seconds_median'] * 10000 / r['T']:>8.2f} "
-              f"{r['seconds_per_1000_samples']:>7.3f} {r['entries_K_per_second']:>12.3e} "
-              f"{r['one_thread_noise_s_per_iter'] * 1e3:>11.3f} "
-              f"{r['one_thread_gradient_s_per_iter'] * 1e3:>10.3f} {r['final_loglik']:>12.5g}")
+              f"{r['chain_gflops']:>6.1f} {r['dgemm_gflops']:>6.1f} {r['ratio_to_dgemm_floor']:>6.2f} "
+              f"{r['cpu_ratio_to_dgemm_floor']:>9.2f} "
+              f"{r['one_thread_gradient_s_per_iter'] * 1e3:>8.3f} "
+              f"{r['one_thread_noise_s_per_iter'] * 1e3:>8.3f} "
+              f"{r['one_thread_rest_s_per_iter'] * 1e3:>8.3f} "
+              f"{r['ns_per_gaussian_per_core']:>8.2f} {r['final_loglik']:>12.5g}")
+    print(f"load average before {load_before}, after {os.getloadavg()}; "
+          f"columns grad/noise/rest: one thread, ms per iteration")
+    if args.png:
+        print(plot(rows, args.png))
 
 
 if __name__ == "__main__":

@@ -40,7 +40,8 @@ SECTIONS = {"python": "Python", "baselines": "Baselines",
             "bpmf": "Bayesian PMF with distributed SGLD",
             "hamcmc": "HAMCMC: stochastic quasi-Newton Langevin",
             "hamcmc_mf": "HAMCMC for matrix factorisation", "sibm": "SIBM:", "ibp": "IBP:",
-            "tuning": "Works without tuning", "scale": "Large data"}
+            "tuning": "Works without tuning", "scale": "Large data",
+            "speed": "Speed:"}
 
 
 def _blocks():
@@ -199,3 +200,8 @@ def test_scale(blocks, tmp_path, monkeypatch):
     assert np.shares_memory(ns["ratings"].rows, ns["rows"])
     assert ns["bigger"].shape == (600, 400) and ns["bigger"].nnz == 4 * ns["ratings"].nnz
     assert np.isfinite(ns["res"].trace["loglik"][-1])
+
+
+def test_speed(blocks, tmp_path, monkeypatch):
+    ns, _ = _run([blocks["speed"]], tmp_path, monkeypatch)
+    assert len(ns["runs"]) == 2 and ns["runs"][0].n_kept == 100

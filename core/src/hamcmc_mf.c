@@ -232,11 +232,13 @@ static int all_finite(const double *x, int64_t n)
 static int block_grad_potential(const pymf_hamcmc_mf *s, const block_span *span, double scale,
                                 const double *W, const double *Ht, double *gW, double *gHt)
 {
-    memset(gW + span->w0, 0, sizeof(double) * (size_t)(span->w1 - span->w0));
-    memset(gHt + span->h0, 0, sizeof(double) * (size_t)(span->h1 - span->h0));
-    if (scale > 0.0)
-        pymf_tweedie_block_grad(&s->model.likelihood, s->data, span->b, span->c, scale, W, Ht,
-                                gW, gHt);
+    if (scale > 0.0) {
+        pymf_tweedie_block_grad_set(&s->model.likelihood, s->data, span->b, span->c, scale, W,
+                                    Ht, gW, gHt);
+    } else {
+        memset(gW + span->w0, 0, sizeof(double) * (size_t)(span->w1 - span->w0));
+        memset(gHt + span->h0, 0, sizeof(double) * (size_t)(span->h1 - span->h0));
+    }
     const int exponential = s->model.prior == PYMF_PRIOR_EXPONENTIAL;
     /* -d/dx log p(x): lam for the exponential prior (x >= 0), lam x for N(0, 1/lam) */
     const double lam_w = s->model.lam_w, lam_h = s->model.lam_h;

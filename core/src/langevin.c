@@ -189,18 +189,19 @@ static int langevin_rows(const pymf_langevin *s, const double *cur, const double
         const int64_t i1 = i0 + tile_rows < r1 ? i0 + tile_rows : r1;
         pymf_noise_rows(s->config.noise_seed, stream, (uint64_t)t, (uint32_t)i0,
                         (uint32_t)(i1 - i0), K, noise);
-        for (int64_t i = i0; i < i1; ++i) {
-            const double *c = cur + i * K, *g = grad + i * K, *z = noise + (i - i0) * K;
-            double *n = next + i * K;
-            for (int k = 0; k < K; ++k) {
-                /* exponential prior: d/dx log(lam e^{-lam x}) = -lam on x >= 0;
-                 * Gaussian prior N(0, 1/lam): -lam x */
-                const double prior_grad = exponential ? -lam : -lam * c[k];
-                double x = c[k] + eps * (g[k] + prior_grad) + noise_sd * z[k];
-                x = exponential ? fabs(x) : x;
-                n[k] = x;
-                finite &= isfinite(x) ? 1 : 0;
-            }
+        /* the tile's rows are contiguous in every array: one loop over their entries */
+        const double *restrict c = cur + i0 * K, *restrict g = grad + i0 * K;
+        const double *restrict z = noise;
+        double *restrict n = next + i0 * K;
+        const int64_t entries = (i1 - i0) * K;
+        for (int64_t e = 0; e < entries; ++e) {
+            /* exponential prior: d/dx log(lam e^{-lam x}) = -lam on x >= 0;
+             * Gaussian prior N(0, 1/lam): -lam x */
+            const double prior_grad = exponential ? -lam : -lam * c[e];
+            double x = c[e] + eps * (g[e] + prior_grad) + noise_sd * z[e];
+            x = exponential ? fabs(x) : x;
+            n[e] = x;
+            finite &= isfinite(x) ? 1 : 0;
         }
     }
     if (noise != tile)
@@ -216,11 +217,13 @@ static int psgld_block(pymf_langevin *s, int b, int c, double scale, double eps,
     const int K = s->model.likelihood.rank;
     const int64_t r0 = g->row_start[b], r1 = g->row_start[b + 1];
     const int64_t c0 = g->col_start[c], c1 = g->col_start[c + 1];
-    memset(s->gW + r0 * K, 0, sizeof(double) * (size_t)((r1 - r0) * K));
-    memset(s->gHt + c0 * K, 0, sizeof(double) * (size_t)((c1 - c0) * K));
-    if (scale > 0.0)
-        pymf_tweedie_block_grad(&s->model.likelihood, s->data, b, c, scale, s->W, s->Ht, s->gW,
-                                s->gHt);
+    if (scale > 0.0) {
+        pymf_tweedie_block_grad_set(&s->model.likelihood, s->data, b, c, scale, s->W, s->Ht,
+                                    s->gW, s->gHt);
+    } else {
+        memset(s->gW + r0 * K, 0, sizeof(double) * (size_t)((r1 - r0) * K));
+        memset(s->gHt + c0 * K, 0, sizeof(double) * (size_t)((c1 - c0) * K));
+    }
     int finite = langevin_rows(s, s->W, s->gW, s->W_next, r0, r1, eps, s->model.lam_w,
                                PYMF_STREAM_W, t);
     finite &= langevin_rows(s, s->Ht, s->gHt, s->Ht_next, c0, c1, eps, s->model.lam_h,

@@ -6,8 +6,9 @@
  * inside, so each round is a vector multiply-xor over the lanes. */
 #define PYMF_NOISE_LANES 64
 
-static void philox_lanes(int n, uint32_t *c0, uint32_t *c1, uint32_t *c2, uint32_t *c3,
-                         uint32_t k0, uint32_t k1)
+/* The portable form: any compiler, any machine. */
+static void philox_lanes_portable(int n, uint32_t *c0, uint32_t *c1, uint32_t *c2,
+                                  uint32_t *c3, uint32_t k0, uint32_t k1)
 {
     for (int round = 0; round < 10; ++round) {
         for (int l = 0; l < n; ++l) {
@@ -25,6 +26,104 @@ static void philox_lanes(int n, uint32_t *c0, uint32_t *c1, uint32_t *c2, uint32
     }
 }
 
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(PYMF_NO_CLONES)
+/* The same rounds with the four words of 8 (AVX2) or 16 (AVX-512) counters in registers
+ * through all ten rounds. x86 multiplies 32 x 32 -> 64 bits only in the even 32-bit lanes
+ * (vpmuludq), so each product is taken twice, for the even lanes and for the odd ones
+ * shifted down, and the high and low halves are put back in place with blends. Integer
+ * arithmetic: the words are those of philox_lanes_portable exactly. */
+#include <immintrin.h>
+
+#define PHILOX_MULHILO(width, prefix, blend, x, M, hi, lo)                                    \
+    do {                                                                                      \
+        const __m##width##i even_ = prefix##_mul_epu32(x, M);                                \
+        const __m##width##i odd_ = prefix##_mul_epu32(prefix##_srli_epi64(x, 32), M);        \
+        hi = blend(prefix##_srli_epi64(even_, 32), odd_);                                    \
+        lo = blend(even_, prefix##_slli_epi64(odd_, 32));                                    \
+    } while (0)
+
+#define PHILOX_ROUNDS(width, prefix, blend, lanes)                                             \
+    for (; l + (lanes) <= n; l += (lanes)) {                                                  \
+        __m##width##i a = prefix##_loadu_si##width((const void *)(c0 + l));                  \
+        __m##width##i b = prefix##_loadu_si##width((const void *)(c1 + l));                  \
+        __m##width##i c = prefix##_loadu_si##width((const void *)(c2 + l));                  \
+        __m##width##i d = prefix##_loadu_si##width((const void *)(c3 + l));                  \
+        const __m##width##i m0 = prefix##_set1_epi32((int)PYMF_PHILOX_M0);                  \
+        const __m##width##i m1 = prefix##_set1_epi32((int)PYMF_PHILOX_M1);                  \
+        uint32_t key0 = k0, key1 = k1;                                                        \
+        for (int round = 0; round < 10; ++round) {                                            \
+            __m##width##i hi0, lo0, hi1, lo1;                                                 \
+            PHILOX_MULHILO(width, prefix, blend, a, m0, hi0, lo0);                            \
+            PHILOX_MULHILO(width, prefix, blend, c, m1, hi1, lo1);                            \
+            a = prefix##_xor_si##width(prefix##_xor_si##width(hi1, b),                       \
+                                       prefix##_set1_epi32((int)key0));                       \
+            b = lo1;                                                                          \
+            c = prefix##_xor_si##width(prefix##_xor_si##width(hi0, d),                       \
+                                       prefix##_set1_epi32((int)key1));                       \
+            d = lo0;                                                                          \
+            key0 += PYMF_PHILOX_W0;                                                           \
+            key1 += PYMF_PHILOX_W1;                                                           \
+        }                                                                                     \
+        prefix##_storeu_si##width((void *)(c0 + l), a);                                      \
+        prefix##_storeu_si##width((void *)(c1 + l), b);                                      \
+        prefix##_storeu_si##width((void *)(c2 + l), c);                                      \
+        prefix##_storeu_si##width((void *)(c3 + l), d);                                      \
+    }
+
+/* odd 32-bit lanes from y, even ones from x */
+#define BLEND_ODD_256(x, y) _mm256_blend_epi32(x, y, 0xAA)
+#define BLEND_ODD_512(x, y) _mm512_mask_blend_epi32((__mmask16)0xAAAA, x, y)
+
+__attribute__((target("avx2"))) static int philox_lanes_avx2(int n, uint32_t *c0, uint32_t *c1,
+                                                             uint32_t *c2, uint32_t *c3,
+                                                             uint32_t k0, uint32_t k1)
+{
+    int l = 0;
+    PHILOX_ROUNDS(256, _mm256, BLEND_ODD_256, 8)
+    return l;
+}
+
+__attribute__((target("avx512f"))) static int philox_lanes_avx512(int n, uint32_t *c0,
+                                                                  uint32_t *c1, uint32_t *c2,
+                                                                  uint32_t *c3, uint32_t k0,
+                                                                  uint32_t k1)
+{
+    int l = 0;
+    PHILOX_ROUNDS(512, _mm512, BLEND_ODD_512, 16)
+    return l;
+}
+#endif
+
+/* Philox4x32-10 of n counters (c0[l], c1[l], c2[l], c3[l]) in place under key (k0, k1):
+ * the widest vector form the CPU has for whole groups of lanes, the portable loop for the
+ * rest. */
+static void philox_lanes(int n, uint32_t *c0, uint32_t *c1, uint32_t *c2, uint32_t *c3,
+                         uint32_t k0, uint32_t k1)
+{
+    int done = 0;
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(PYMF_NO_CLONES)
+    if (__builtin_cpu_supports("avx512f"))
+        done = philox_lanes_avx512(n, c0, c1, c2, c3, k0, k1);
+    else if (__builtin_cpu_supports("avx2"))
+        done = philox_lanes_avx2(n, c0, c1, c2, c3, k0, k1);
+#endif
+    philox_lanes_portable(n - done, c0 + done, c1 + done, c2 + done, c3 + done, k0, k1);
+}
+
+/* Box-Muller over lanes: z0[l], z1[l] from the words a[l], b[l], pymf_box_muller's two
+ * steps as two passes over the lanes (the same operations, so the same bits); radius is
+ * scratch. restrict: without it the compiler checks for overlap and falls back to slower
+ * code. */
+static inline void box_muller_lanes(int n, const uint32_t *restrict a, const uint32_t *restrict b,
+                                    double *restrict radius, double *restrict z0,
+                                    double *restrict z1)
+{
+    for (int l = 0; l < n; ++l)
+        radius[l] = pymf_box_muller_radius(a[l]);
+    for (int l = 0; l < n; ++l)
+        pymf_box_muller_rotate(radius[l], b[l], &z0[l], &z1[l]);
+}
+
 /* Row r of the output holds the noise of counter row ids[r] (ids != NULL) or first_row + r. */
 PYMF_VECTOR_CLONES
 static void noise_rows(uint64_t seed, uint32_t stream, uint64_t t, uint32_t first_row,
@@ -35,32 +134,47 @@ static void noise_rows(uint64_t seed, uint32_t stream, uint64_t t, uint32_t firs
     const uint32_t t_lo = (uint32_t)t, tag = stream | ((uint32_t)(t >> 32) << 8);
     const uint32_t key0 = (uint32_t)seed, key1 = (uint32_t)(seed >> 32);
     uint32_t c0[PYMF_NOISE_LANES], c1[PYMF_NOISE_LANES], c2[PYMF_NOISE_LANES], c3[PYMF_NOISE_LANES];
-    double z[4 * PYMF_NOISE_LANES];
-    uint32_t row = 0, group = 0;  /* output row and group of the next lane */
+    double z[4][PYMF_NOISE_LANES], radius[PYMF_NOISE_LANES];
+    /* whole rows: lane l of a chunk is slots 4g .. 4g + 3 of one row, and when rank is a
+     * multiple of 4 the chunk's output is one contiguous run of out */
+    const int whole_groups = rank % 4 == 0;
+    uint32_t row = 0, group = 0;  /* output row and group of the chunk's first lane */
     for (uint32_t start = 0; start < total; start += PYMF_NOISE_LANES) {
         const int n = (int)(total - start < PYMF_NOISE_LANES ? total - start : PYMF_NOISE_LANES);
         uint32_t r = row, g = group;
-        for (int l = 0; l < n; ++l) {
-            c0[l] = g;
-            c1[l] = ids != NULL ? ids[r] : first_row + r;
-            c2[l] = t_lo;
-            c3[l] = tag;
-            if (++g == groups) {
+        for (int l = 0; l < n;) {
+            const uint32_t counter_row = ids != NULL ? ids[r] : first_row + r;
+            for (; g < groups && l < n; ++g, ++l) {
+                c0[l] = g;
+                c1[l] = counter_row;
+            }
+            if (g == groups) {
                 g = 0;
                 ++r;
             }
         }
-        philox_lanes(n, c0, c1, c2, c3, key0, key1);
         for (int l = 0; l < n; ++l) {
-            pymf_box_muller(c0[l], c1[l], &z[4 * l], &z[4 * l + 1]);
-            pymf_box_muller(c2[l], c3[l], &z[4 * l + 2], &z[4 * l + 3]);
+            c2[l] = t_lo;
+            c3[l] = tag;
+        }
+        philox_lanes(n, c0, c1, c2, c3, key0, key1);
+        box_muller_lanes(n, c0, c1, radius, z[0], z[1]);
+        box_muller_lanes(n, c2, c3, radius, z[2], z[3]);
+        if (whole_groups) {
+            double *dst = out + 4 * (size_t)start;
+            for (int l = 0; l < n; ++l)
+                for (int slot = 0; slot < 4; ++slot)
+                    dst[4 * l + slot] = z[slot][l];
+            row = r;  /* where the counter loop stopped: the next chunk's first lane */
+            group = g;
+            continue;
         }
         /* scatter: lane l holds slots 4g..4g+3 of its row; slots >= rank are dropped */
         for (int l = 0; l < n; ++l) {
             const int base = 4 * (int)group;
             double *dst = out + (size_t)row * (size_t)rank;
-            for (int lane = 0; lane < 4 && base + lane < rank; ++lane)
-                dst[base + lane] = z[4 * l + lane];
+            for (int slot = 0; slot < 4 && base + slot < rank; ++slot)
+                dst[base + slot] = z[slot][l];
             if (++group == groups) {
                 group = 0;
                 ++row;

@@ -125,16 +125,29 @@ PYMF_HD void pymf_sincos_2pi(double u, double *sin_out, double *cos_out)
     *cos_out = cos_sign * (swap * sin_r + (1.0 - swap) * cos_r);
 }
 
-/* Box-Muller: two 32-bit words to two independent standard Gaussians. The 32-bit
+/* Box-Muller: two 32-bit words to two independent standard Gaussians, in two steps (the
+ * radius from word a, then the rotation by the angle of word b) that the CPU's lane loops
+ * run as separate passes, each short enough for out-of-order execution to overlap the
+ * lanes' long dependency chains (division, series, sqrt). The 32-bit
  * uniforms bound |z| below sqrt(-2 log(2^-33)) = 6.76, a truncation at probability
  * 1.4e-11 that no sampler here can notice. */
-PYMF_HD void pymf_box_muller(uint32_t a, uint32_t b, double *z0, double *z1)
+PYMF_HD double pymf_box_muller_radius(uint32_t a)
 {
-    const double radius = sqrt(-2.0 * pymf_log_unit(pymf_uniform_open(a)));
+    return sqrt(-2.0 * pymf_log_unit(pymf_uniform_open(a)));
+}
+
+/* the pair from the radius (of word a) and word b */
+PYMF_HD void pymf_box_muller_rotate(double radius, uint32_t b, double *z0, double *z1)
+{
     double sin_angle, cos_angle;
     pymf_sincos_2pi(pymf_uniform_open(b), &sin_angle, &cos_angle);
     *z0 = radius * cos_angle;
     *z1 = radius * sin_angle;
+}
+
+PYMF_HD void pymf_box_muller(uint32_t a, uint32_t b, double *z0, double *z1)
+{
+    pymf_box_muller_rotate(pymf_box_muller_radius(a), b, z0, z1);
 }
 
 /* Four standard Gaussians for (seed, stream, t, row, k_group). */

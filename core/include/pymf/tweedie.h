@@ -92,6 +92,12 @@ pymf_status pymf_tweedie_check(const pymf_tweedie *lik, pymf_error *err);
 void pymf_tweedie_block_grad(const pymf_tweedie *lik, const pymf_blocked_data *data, int b,
                              int c, double scale, const double *W, const double *Ht, double *gW,
                              double *gHt);
+/* The same gradient written rather than added: the block's rows of gW and gHt end up
+ * holding exactly what zeroing them and calling pymf_tweedie_block_grad gives, without a
+ * separate pass over them. */
+void pymf_tweedie_block_grad_set(const pymf_tweedie *lik, const pymf_blocked_data *data, int b,
+                                 int c, double scale, const double *W, const double *Ht,
+                                 double *gW, double *gHt);
 
 /* -sum d_beta / phi over block (b, c). */
 double pymf_tweedie_block_loglik(const pymf_tweedie *lik, const pymf_blocked_data *data, int b,

@@ -1,0 +1,144 @@
+"""PSGLD's CPU kernels compute the documented sums in the documented order, bit for bit.
+
+The dense block gradient (core/src/tweedie.c) is register-tiled and the Langevin noise
+(core/src/philox.c) runs 8 or 16 Philox counters per vector; both promise the very bits of
+the per-entry definitions, which the golden chains, the MPI ring (sparse blocks against
+dense ones) and the CUDA kernels rely on. Here the gradient is checked against a NumPy
+reference that adds in exactly that order:
+  mu_ij  = (s0 + s1) + (s2 + s3), s_r the running sum of w_ik h_jk over k = r mod 4 below
+           4 floor(K/4), the tail k >= 4 floor(K/4) added to s0 (pymf_dot, pymf/linalg.h);
+  g_ij   = d/dmu log p(v_ij | mu_ij) / phi (the C formula itself, _tweedie.dlogp_dmu);
+  gW_i  += g_ij h_j over j in part order (block after block, j ascending in each), and
+  gHt_j += g_ij w_i over i likewise.
+NumPy's element-wise products and sums round once per operation (no FMA), so equal order
+means equal bits. The power check: the same reference with mu from a single running sum
+over k, or from np.dot, differs from the C gradient (so this test sees a changed order).
+"""
+import numpy as np
+import pytest
+
+from pymf import _rng
+from pymf.nmf import _blocks, _tweedie
+
+
+def _reference_mu(W, Ht, order):
+    I, K = W.shape
+    J = Ht.shape[0]
+    if order == "blas":
+        return W @ Ht.T
+    if order == "sequential":
+        total = np.zeros((I, J))
+        for k in range(K):
+            total = total + np.outer(W[:, k], Ht[:, k])
+        return total
+    K4 = K - K % 4
+    partial = [np.zeros((I, J)) for _ in range(4)]
+    for k in range(K4):
+        partial[k % 4] = partial[k % 4] + np.outer(W[:, k], Ht[:, k])
+    for k in range(K4, K):
+        partial[0] = partial[0] + np.outer(W[:, k], Ht[:, k])
+    return (partial[0] + partial[1]) + (partial[2] + partial[3])
+
+
+def _reference_gradient(V, W, Ht, beta, phi, row_start, col_start, order="pymf_dot"):
+    """pymf_tweedie_grad's sums in its order: part p = 0..B-1, the blocks (b, (b + p) mod B)."""
+    B = len(row_start) - 1
+    mu = _reference_mu(W, Ht, order)
+    if beta < 2:
+        mu = np.where(mu >= 1e-10, mu, 1e-10)
+    g = _tweedie.dlogp_dmu(V, mu, beta, 1.0) * (1.0 / phi)
+    gW, gHt = np.zeros_like(W), np.zeros_like(Ht)
+    for part in range(B):
+        for b in range(B):
+            c = (b + part) % B
+            rows = slice(row_start[b], row_start[b + 1])
+            for j in range(col_start[c], col_start[c + 1]):
+                gW[rows] = gW[rows] + g[rows, j][:, None] * Ht[j][None, :]
+            for i in range(row_start[b], row_start[b + 1]):
+                cols = slice(col_start[c], col_start[c + 1])
+                gHt[cols] = gHt[cols] + g[i, cols][:, None] * W[i][None, :]
+    return gW, gHt
+
+
+def _problem(I, J, K, seed):
+    rng = np.random.default_rng(seed)
+    V = rng.gamma(2.0, 1.0, (I, J)) + 0.05
+    W = rng.uniform(0.1, 1.0, (I, K)) / np.sqrt(K)
+    Ht = rng.uniform(0.1, 1.0, (J, K)) / np.sqrt(K)
+    return V, W, Ht
+
+
+# shapes that leave partial row and column panels (32) and mu tiles (4 x 8), K around the
+# 4-wide and 16-wide chunks, one block and several
+@pytest.mark.parametrize("I, J, K, B", [(37, 45, 1, 2), (70, 53, 5, 3), (64, 64, 32, 2),
+                                        (101, 67, 33, 3), (40, 75, 13, 1), (9, 70, 40, 9)])
+@pytest.mark.parametrize("beta", [0.0, 1.0, 2.0])
+def test_dense_gradient_is_pymf_dot_order_bit_for_bit(I, J, K, B, beta):
+    V, W, Ht = _problem(I, J, K, seed=I * 1000 + K)
+    data = _blocks.BlockedData.from_dense(V, B)
+    gW, gHt = _tweedie.gradient(data, W, Ht, beta, 1.3, n_threads=1)
+    ref_gW, ref_gHt = _reference_gradient(V, W, Ht, beta, 1.3, data.row_start, data.col_start)
+    assert np.array_equal(gW, ref_gW) and np.array_equal(gHt, ref_gHt)
+    gW2, gHt2 = _tweedie.gradient(data, W, Ht, beta, 1.3, n_threads=2)
+    assert np.array_equal(gW2, gW) and np.array_equal(gHt2, gHt)
+
+
+@pytest.mark.parametrize("order", ["sequential", "blas"])
+def test_power_a_different_summation_order_is_seen(order):
+    V, W, Ht = _problem(70, 53, 32, seed=5)
+    data = _blocks.BlockedData.from_dense(V, 3)
+    gW, gHt = _tweedie.gradient(data, W, Ht, 1.0, 1.0, n_threads=1)
+    other_gW, other_gHt = _reference_gradient(V, W, Ht, 1.0, 1.0, data.row_start,
+                                              data.col_start, order=order)
+    np.testing.assert_allclose(other_gW, gW, rtol=1e-9)  # the same gradient up to rounding,
+    assert not (np.array_equal(other_gW, gW) and np.array_equal(other_gHt, gHt))  # not bits
+
+
+@pytest.mark.parametrize("K", [3, 32])
+def test_sparse_blocks_give_the_dense_kernels_bits(K):
+    """The MPI ring and sparse data run the per-entry loop, dense data the tiled kernel:
+    the same entries must give the same gradient."""
+    V, W, Ht = _problem(50, 44, K, seed=7)
+    rows, cols = np.nonzero(np.ones_like(V))
+    dense = _blocks.BlockedData.from_dense(V, 3)
+    sparse = _blocks.BlockedData.from_sparse(rows.astype(np.int64), cols.astype(np.int64),
+                                             V[rows, cols].copy(), V.shape, 3)
+    for beta in (0.5, 1.0):
+        a = _tweedie.gradient(dense, W, Ht, beta, 1.0, n_threads=1)
+        b = _tweedie.gradient(sparse, W, Ht, beta, 1.0, n_threads=1)
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3, 4, 5, 8, 13, 16, 31, 32, 33, 40])
+def test_vector_noise_equals_one_philox_call_at_a_time(rank):
+    """Many 64-counter chunks (the 16- and 8-lane Philox paths and their scalar tails, the
+    contiguous output of rank % 4 == 0 and the scatter of other ranks) against the
+    per-entry generator the GPU kernels use."""
+    t = 2 ** 33 + 11
+    for first_row, n_rows in ((0, 1), (3, 77), (1000, 130)):
+        fast = _rng.noise(0xFEEDF00D, _rng.STREAM_W, t, first_row, n_rows, rank)
+        slow = _rng.noise_scalar(0xFEEDF00D, _rng.STREAM_W, t, first_row, n_rows, rank)
+        assert np.array_equal(fast, slow)
+
+
+@pytest.mark.parametrize("K, prior, beta", [(32, "exponential", 1.0), (13, "gaussian", 2.0)])
+def test_psgld_chain_on_dense_blocks_equals_the_per_entry_chain(K, prior, beta):
+    """PSGLD's block step writes the tiled gradient in place (pymf_tweedie_block_grad_set);
+    the same matrix given as sparse entries runs the per-entry loop after zeroing. The two
+    chains, and the dense chain on two threads, must agree bit for bit."""
+    from pymf.nmf import _sgld
+    V, W, Ht = _problem(70, 61, K, seed=11)
+    rows, cols = np.nonzero(np.ones_like(V))
+    dense = _blocks.BlockedData.from_dense(V, 3)
+    sparse = _blocks.BlockedData.from_sparse(rows.astype(np.int64), cols.astype(np.int64),
+                                             V[rows, cols].copy(), V.shape, 3)
+    states = []
+    for data, threads in ((dense, 1), (sparse, 1), (dense, 2)):
+        chain = _sgld.LangevinChain(data, "psgld", K, beta, 1.0, prior, 1.0, 1.0, 5, 6,
+                                    n_threads=threads)
+        chain.set_state(W, Ht, 0)
+        chain.run(np.full(15, 1e-4))
+        states.append(chain.get_state())
+    for W_t, Ht_t, t in states[1:]:
+        assert t == 15 and np.array_equal(W_t, states[0][0]) and np.array_equal(Ht_t, states[0][1])
+    assert not np.array_equal(states[0][0], W)  # the chain moved
