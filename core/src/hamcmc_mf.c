@@ -339,8 +339,8 @@ static void reduce_gram(const pymf_hamcmc_mf *s, const double *partials, double 
 static void coefficients(pymf_hamcmc_mf *s, int64_t t)
 {
     const int m = s->M - 1;
-    pymf_lbfgs_gram_products(m, s->gram, s->config.gamma, s->coef_step, s->coef_noise,
-                             s->usable, s->work);
+    pymf_lbfgs_gram_products(m, s->gram, s->config.gamma, s->config.scaled_gamma,
+                             s->coef_step, s->coef_noise, s->usable, NULL, s->work);
     /* at 2M + 1 every pair in memory is used for the first time, later only the newest */
     const int first = t == 2 * (int64_t)s->M + 1 ? 0 : m - 1;
     for (int i = first; i < m; ++i)
@@ -622,8 +622,9 @@ pymf_status pymf_hamcmc_mf_products(pymf_hamcmc_mf *s, const double *gW, const d
                 G[i * n + j] = G[j * n + i];
     }
     reduce_gram(s, s->partials, s->gram);
-    *used = pymf_lbfgs_gram_products(s->M - 1, s->gram, s->config.gamma, s->coef_step,
-                                     s->coef_noise, s->usable, s->work);
+    *used = pymf_lbfgs_gram_products(s->M - 1, s->gram, s->config.gamma,
+                                     s->config.scaled_gamma, s->coef_step, s->coef_noise,
+                                     s->usable, NULL, s->work);
     for (int64_t d = 0; d < s->w_len; ++d) {
         double step = 0.0, noise = 0.0;
         for (int i = 0; i < n; ++i) {
