@@ -66,14 +66,17 @@ def synthetic_ml1m(seed=0):
 
 def grids(threads):
     """name -> [(label, model kind, sampler factory)]"""
-    hamcmc = lambda M: [  # noqa: E731
+    hamcmc = lambda M, scaled=False: [  # noqa: E731
         (f"gamma={g:g}, eps={e:g}", "mf", lambda g=g, e=e: pymf.HAMCMC(
-            memory=M, gamma=g, lam=1.0, step_size=e, blocks=BLOCKS, n_threads=threads))
+            memory=M, gamma=g, scaled_gamma=scaled, lam=1.0, step_size=e, blocks=BLOCKS,
+            n_threads=threads))
         for g, e in ((1e-2, 0.1), (1e-2, 0.3), (3e-3, 1.0))]
     steps = (1e-3, 3e-3, 6e-3)
     return {
         "HAMCMC M=2": hamcmc(2),
         "HAMCMC M=5": hamcmc(5),
+        "HAMCMC M=2 scaled gamma": hamcmc(2, True),
+        "HAMCMC M=5 scaled gamma": hamcmc(5, True),
         "PSGLD": [(f"eps={s:g}", "mf", lambda s=s: pymf.PSGLD(blocks=BLOCKS, step_size=s,
                                                               n_threads=threads)) for s in steps],
         "SGLD": [(f"eps={s:g}", "mf", lambda s=s: pymf.SGLD(step_size=s, batch_size=1 / BLOCKS,
@@ -84,20 +87,37 @@ def grids(threads):
     }
 
 
+CPU_TIME = False  # --cpu-time: budgets and trace times in CPU seconds of this process
+
+
 def run(kind, make, data, budget, seed):
-    """(times, rmse of the running mean, iterations) within `budget` seconds of sampling."""
+    """(times, rmse of the running mean, iterations) within `budget` seconds of sampling
+    (wall seconds, or with --cpu-time CPU seconds of this one-threaded process, recorded at
+    every trace point)."""
     if kind == "mf":
         model, train, test = pymf.TweedieNMF(10, beta=2, phi=1, prior="gaussian"), *data["centred"]
     else:
         model, train, test = pymf.BPMF(10), *data["raw"]
+    cpu_at = {}  # iteration -> CPU seconds at its trace point
+    started = time.process_time()
+
+    def stop(info):
+        if not CPU_TIME:
+            return info["time"] > budget
+        cpu_at[info["iteration"]] = time.process_time() - started
+        return cpu_at[info["iteration"]] > budget
+
     try:
         res = pymf.sample(model, train, make(), n_samples=10 ** 8, burnin=50, seed=seed,
                           test=test, keep_samples=False, trace_every=10, progress=False,
-                          callback=lambda info: info["time"] > budget)
+                          callback=stop)
     except pymf.DivergenceError as exc:
         return None, f"diverged at iteration {exc.iteration}"
     keep = np.isfinite(res.trace["test_rmse"])
-    return {"time": res.trace["time"][keep].tolist(), "rmse": res.trace["test_rmse"][keep].tolist(),
+    times = (np.array([cpu_at.get(int(t), np.nan) for t in res.trace["iteration"]])
+             if CPU_TIME else res.trace["time"])
+    keep &= np.isfinite(times)
+    return {"time": times[keep].tolist(), "rmse": res.trace["test_rmse"][keep].tolist(),
             "iterations": int(res.iterations)}, None
 
 
@@ -334,10 +354,16 @@ def main(argv=None):
                    help="only the MPI comparison, with --mpi-setting")
     p.add_argument("--mpi-setting", default="gamma=0.01, eps=0.3")
     p.add_argument("--out", default=os.path.join(HERE, "..", "results"))
+    p.add_argument("--cpu-time", action="store_true",
+                   help="one thread, budgets and times in CPU seconds (robust to a shared "
+                        "machine's load)")
     p.add_argument("--profile", action="store_true",
                    help="only the time split of an iteration (see the docstring)")
     p.add_argument("--profile-iterations", type=int, default=400)
     args = p.parse_args(argv)
+    if args.cpu_time:
+        global CPU_TIME
+        CPU_TIME, args.threads = True, 1
     if args.profile:
         ratings = pymf.datasets.load_movielens(args.data)
         train, _ = centred(*ratings.split(0.1, seed=0))
