@@ -29,7 +29,7 @@ Prints JSON and a table (final error, seconds, microseconds per iteration, time 
 iteration relative to SGLD measured in the same run); writes a PNG of error against time.
 
 --sweep: where HAMCMC helps, at equal time. Every run gets the same --budget of CPU
-seconds: its iterations are the budget over its method's CPU time per iteration, measured
+seconds of chain (the error is that of the mean of every 5th kept sample): its iterations are the budget over its method's CPU time per iteration, measured
 first by pilots in the same process (median of 3; HAMCMC per memory M), half of them
 burn-in. (CPU time of the one-threaded process: on the shared machine wall times vary
 several-fold with the load; the table also gives each run's CPU seconds.) Two
@@ -47,6 +47,7 @@ their median reported (tuning and reporting on the same seeds would favour the l
 grid). Writes results/hamcmc_linear_sweep.png (error against k and against M).
 """
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -220,6 +221,25 @@ def cost_key(method, label):
     return f"{method} {label.split()[0]}" if method.startswith("HAMCMC") else method
 
 
+SWEEP_THIN = 5  # the sweeps' error is of every 5th sample's mean: the engine's moments
+               # (~30 us a kept sample at D = 100) would otherwise cost as much as the chain
+
+
+def sweep_run(model, data, make_sampler, batch, iterations, seed, exact_mean):
+    """run() for the sweeps: half burn-in, every SWEEP_THIN-th sample kept, the final error
+    and CPU seconds only."""
+    started = time.process_time()
+    kept = max(1, iterations // 2 // SWEEP_THIN)
+    try:
+        res = pymf.sample(model, data, make_sampler(batch), n_samples=kept * SWEEP_THIN,
+                          burnin=iterations - kept * SWEEP_THIN, thin=SWEEP_THIN, seed=seed,
+                          keep_samples=False, trace_every=kept * SWEEP_THIN)
+    except pymf.DivergenceError as exc:
+        return {"diverged_at": exc.iteration}
+    return {"error": float(res.trace["mean_error"][-1]), "seconds": float(res.trace["time"][-1]),
+            "cpu_seconds": time.process_time() - started}
+
+
 def sweep_point(model, data, candidates, budget, tune_seeds, report_seeds):
     """Every candidate for `budget` seconds of its own iterations; the best of each method
     (median over tune_seeds) rerun on report_seeds. Returns {method: summary}."""
@@ -238,14 +258,14 @@ def sweep_point(model, data, candidates, budget, tune_seeds, report_seeds):
     tuned = {}
     for method, label, make in candidates:
         n = iterations_of(method, label)
-        errors = [run(model, data, make, batch, n, seed, exact_mean).get("error", float("inf"))
+        errors = [sweep_run(model, data, make, batch, n, seed, exact_mean).get("error", float("inf"))
                   for seed in tune_seeds]
         score = statistics.median(errors)
         if method not in tuned or score < tuned[method][0]:
             tuned[method] = (score, label, make, n)
     out = {}
     for method, (score, label, make, n) in tuned.items():
-        runs = [run(model, data, make, batch, n, seed, exact_mean) for seed in report_seeds]
+        runs = [sweep_run(model, data, make, batch, n, seed, exact_mean) for seed in report_seeds]
         errors = [r.get("error", float("inf")) for r in runs]
         out[method] = {"setting": label, "iterations": n,
                        "us_per_iteration": 1e6 * costs[cost_key(method, label)],
@@ -265,6 +285,13 @@ def ratios(point):
             "sgld_over_hamcmc": point["SGLD"]["error"] / point[hamcmc]["error"],
             "hamcmc_over_sgrld": point[hamcmc]["error"] / point["SGRLD"]["error"],
             "hamcmc_over_psgld": point[hamcmc]["error"] / point["pSGLD"]["error"]}
+
+
+def save_partial(document, path):
+    """The sweeps' JSON so far (a long run on a shared machine may be cut short)."""
+    if path:
+        with open(path + ".partial", "w") as fh:
+            json.dump(document, fh, indent=1)
 
 
 def run_sweeps(args):
@@ -294,6 +321,7 @@ def run_sweeps(args):
             document["stiff"][str(k)] = {"spectrum": spectrum(eigen), "methods": point,
                                          "targets": ratios(point)}
             rows += [{"sweep": "stiff", "x": k, "method": m, **v} for m, v in point.items()]
+            save_partial(document, args.json)
             print(f"stiff {k}: " + ", ".join(f"{m} {v['error']:.3f}" for m, v in point.items()),
                   file=sys.stderr, flush=True)
     if "memory" in args.sweep:
@@ -313,6 +341,7 @@ def run_sweeps(args):
             document["memory"][str(memory)] = {"methods": point,
                                                "targets": ratios({**baselines, **point})}
             rows += [{"sweep": "memory", "x": memory, "method": m, **v} for m, v in point.items()]
+            save_partial(document, args.json)
             print(f"M {memory}: " + ", ".join(f"{m} {v['error']:.3f}" for m, v in point.items()),
                   file=sys.stderr, flush=True)
         rows += [{"sweep": "memory", "x": "-", "method": m, **v} for m, v in baselines.items()]
@@ -378,7 +407,7 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sweep", nargs="*", choices=["stiff", "memory"], default=None,
                         help="run these sweeps (equal wall time) instead of --dims")
-    parser.add_argument("--budget", type=float, default=0.25,
+    parser.add_argument("--budget", type=float, default=0.2,
                         help="sweeps: CPU seconds of chain per run")
     parser.add_argument("--stiff-counts", type=int, nargs="+", default=list(STIFF_COUNTS))
     parser.add_argument("--memories", type=int, nargs="+", default=list(MEMORIES))
