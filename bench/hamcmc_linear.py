@@ -62,6 +62,7 @@ import pymf  # noqa: E402
 import pymf.cli  # noqa: E402
 
 FIRST_STEPS = (0.03, 0.1, 0.3, 1.0)  # eps_1 in each preconditioner's units
+GAMMAS = (0.3, 1.0, 3.0)  # HAMCMC's fixed gamma, in units of 1 / largest curvature
 
 
 def polynomial(first_step):
@@ -94,7 +95,7 @@ def hamcmc_candidates(e, memory, curvature, fixed_name, scaled_name=None):
     """HAMCMC's grid at first step e and memory M: gamma in {0.3, 1, 3} / L and the scaled
     gamma (warm-up gamma 1 / L), each with lam in {0, 1e-3 L}."""
     out = []
-    for g in (0.3, 1.0, 3.0, "scaled"):
+    for g in (*GAMMAS, "scaled"):
         scaled = g == "scaled"
         name = (scaled_name or fixed_name) if scaled else fixed_name
         for lam in (0.0, 1e-3 * curvature):
@@ -381,20 +382,22 @@ def plot_sweeps(document, path):
         axes[0].set_xlabel("stiff directions (of D = 100)")
     if len(document["memory"]) > 2:
         Ms = sorted(int(m) for m in document["memory"] if m.isdigit())
-        for m in ("HAMCMC fixed gamma", "HAMCMC scaled gamma"):
+        for m, colour in (("HAMCMC fixed gamma", "C3"), ("HAMCMC scaled gamma", "C4")):
             axes[1].plot(Ms, [document["memory"][str(M)]["methods"][m]["error"] for M in Ms],
-                         "o-", label=m)
+                         "o-", label=m, color=colour)
         for m, v in document["memory"]["baselines"].items():
-            axes[1].axhline(v["error"], ls="--", lw=1, label=m, color={"SGLD": "C2", "pSGLD": "C3",
-                                                                        "SGRLD": "C4"}.get(m))
+            axes[1].axhline(v["error"], ls="--", lw=1, label=m,
+                            color={"SGLD": "C0", "pSGLD": "C1", "SGRLD": "C2"}.get(m))
         axes[1].set_xscale("log")
         axes[1].set_xticks(Ms, [str(M) for M in Ms])
+        axes[1].minorticks_off()
         axes[1].set_xlabel("memory M (D = 100, 49 stiff directions)")
     for ax in axes:
         ax.set_yscale("log")
         ax.set_ylabel("|mean of samples - exact mean| (median)")
         ax.legend(fontsize=8)
-    fig.suptitle(f"linear-Gaussian, equal wall time ({document['budget_seconds_per_run']} s a run)")
+    fig.suptitle("linear-Gaussian, equal CPU time "
+                 f"({document['budget_seconds_per_run']} s of chain a run, one thread)")
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=100)
@@ -411,6 +414,9 @@ def main():
                         help="sweeps: CPU seconds of chain per run")
     parser.add_argument("--stiff-counts", type=int, nargs="+", default=list(STIFF_COUNTS))
     parser.add_argument("--memories", type=int, nargs="+", default=list(MEMORIES))
+    parser.add_argument("--wide-grid", action="store_true",
+                        help="also eps_1 = 3 (every method) and gamma = 10 / L (HAMCMC): the "
+                             "default grid's best settings sit at its largest steps")
     parser.add_argument("--tune-seeds", type=int, default=2)
     parser.add_argument("--report-seeds", type=int, default=3)
     parser.add_argument("--dims", type=int, nargs="+", default=[2, 10, 100])
@@ -421,6 +427,9 @@ def main():
     parser.add_argument("--plot", default=None,
                         help="default results/hamcmc_linear.png (sweeps: _sweep.png)")
     args = parser.parse_args()
+    if args.wide_grid:
+        global FIRST_STEPS, GAMMAS
+        FIRST_STEPS, GAMMAS = FIRST_STEPS + (3.0,), GAMMAS + (10.0,)
     if args.sweep is not None:
         args.plot = args.plot or "results/hamcmc_linear_sweep.png"
         run_sweeps(args)
