@@ -29,8 +29,9 @@ Prints JSON and a table (final error, seconds, microseconds per iteration, time 
 iteration relative to SGLD measured in the same run); writes a PNG of error against time.
 
 --sweep: where HAMCMC helps, at equal time. Every run gets the same --budget of CPU
-seconds of chain (the error is that of the mean of every 5th kept sample): its iterations are the budget over its method's CPU time per iteration, measured
-first by pilots in the same process (median of 3; HAMCMC per memory M), half of them
+seconds of chain (the error is that of the mean of every 5th kept sample): its
+iterations are the budget over its method's CPU time per iteration, measured first by
+pilots in the same process (median of 3; HAMCMC per memory M), half of them
 burn-in. (CPU time of the one-threaded process: on the shared machine wall times vary
 several-fold with the load; the table also gives each run's CPU seconds.) Two
 sweeps at D = 100:
@@ -259,7 +260,8 @@ def sweep_point(model, data, candidates, budget, tune_seeds, report_seeds):
     tuned = {}
     for method, label, make in candidates:
         n = iterations_of(method, label)
-        errors = [sweep_run(model, data, make, batch, n, seed, exact_mean).get("error", float("inf"))
+        errors = [sweep_run(model, data, make, batch, n, seed, exact_mean).get("error",
+                                                                              float("inf"))
                   for seed in tune_seeds]
         score = statistics.median(errors)
         if method not in tuned or score < tuned[method][0]:
@@ -346,7 +348,8 @@ def run_sweeps(args):
             print(f"M {memory}: " + ", ".join(f"{m} {v['error']:.3f}" for m, v in point.items()),
                   file=sys.stderr, flush=True)
         rows += [{"sweep": "memory", "x": "-", "method": m, **v} for m, v in baselines.items()]
-    document["load_after"] = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    document["load_after"] = subprocess.run(["uptime"], capture_output=True,
+                                            text=True).stdout.strip()
     document["plot"] = plot_sweeps(document, args.plot)
     _common.emit(document, args.json)
     print()

@@ -25,9 +25,10 @@ memory and under mpiexec -n R (one thread per rank), for the same budget.
 CPU milliseconds per iteration of PSGLD and of HAMCMC (M = 2, 5, 10; fixed and scaled
 gamma) chains in the quasi-Newton phase (--profile-iterations each, 5 interleaved rounds,
 medians), of one minibatch gradient (every block of a part, HamcmcChain.grad_potential) and
-of one iteration's noise. HAMCMC's quasi-Newton iteration evaluates two gradients (at theta_{t-M}, reused as
-the old end of the new pair, and at the new state for y_t), PSGLD's one; the rest is the
-Gram matrix of the 2M basis vectors and the combinations, O(M^2 (I + J) K).
+of one iteration's noise. HAMCMC's quasi-Newton iteration evaluates two gradients (at
+theta_{t-M}, reused as the old end of the new pair, and at the new state for y_t), PSGLD's
+one; the rest is the Gram matrix of the 2M basis vectors and the combinations,
+O(M^2 (I + J) K).
 """
 import argparse
 import json

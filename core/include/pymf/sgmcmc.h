@@ -60,8 +60,9 @@ typedef struct {
     int memory;                /* HAMCMC: M >= 2 */
     double gamma;              /* HAMCMC: H^0 = gamma I (> 0) */
     int scaled_gamma;          /* HAMCMC: nonzero: in the quasi-Newton iterations H^0 =
-                                  (s^T y / y^T y) I of the newest pair in H (pymf_lbfgs_scaled_gamma),
-                                  gamma only in the first 2M iterations and while no pair is usable */
+                                  (s^T y / y^T y) I of the newest pair in H
+                                  (pymf_lbfgs_scaled_gamma); gamma only in the first 2M
+                                  iterations and while no pair is usable */
     double lambda;             /* HAMCMC: y += lambda s (>= 0); PSGLD: lambda in 1/(lambda + sqrt V) (> 0) */
     double alpha;              /* PSGLD: V's forgetting factor, in [0, 1) */
     const double *metric_chol; /* SGRLD: L (D x D, row-major, lower), copied at create */
