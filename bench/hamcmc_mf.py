@@ -20,6 +20,15 @@ results/hamcmc_mf.png.
 
 --mpi-ranks R: HAMCMC M = 2 with the MovieLens-100K tuned setting and blocks = R, in shared
 memory and under mpiexec -n R (one thread per rank), for the same budget.
+
+--profile: where an iteration's time goes, one thread, MovieLens-100K (centred), B = 4:
+CPU milliseconds per iteration of PSGLD and of HAMCMC (M = 2, 5, 10; fixed and scaled
+gamma) chains in the quasi-Newton phase (--profile-iterations each, 5 interleaved rounds,
+medians), of one minibatch gradient (every block of a part, HamcmcChain.grad_potential) and
+of one iteration's noise. HAMCMC's quasi-Newton iteration evaluates two gradients (at
+theta_{t-M}, reused as the old end of the new pair, and at the new state for y_t), PSGLD's
+one; the rest is the Gram matrix of the 2M basis vectors and the combinations,
+O(M^2 (I + J) K).
 """
 import argparse
 import json
@@ -58,14 +67,17 @@ def synthetic_ml1m(seed=0):
 
 def grids(threads):
     """name -> [(label, model kind, sampler factory)]"""
-    hamcmc = lambda M: [  # noqa: E731
+    hamcmc = lambda M, scaled=False: [  # noqa: E731
         (f"gamma={g:g}, eps={e:g}", "mf", lambda g=g, e=e: pymf.HAMCMC(
-            memory=M, gamma=g, lam=1.0, step_size=e, blocks=BLOCKS, n_threads=threads))
+            memory=M, gamma=g, scaled_gamma=scaled, lam=1.0, step_size=e, blocks=BLOCKS,
+            n_threads=threads))
         for g, e in ((1e-2, 0.1), (1e-2, 0.3), (3e-3, 1.0))]
     steps = (1e-3, 3e-3, 6e-3)
     return {
         "HAMCMC M=2": hamcmc(2),
         "HAMCMC M=5": hamcmc(5),
+        "HAMCMC M=2 scaled gamma": hamcmc(2, True),
+        "HAMCMC M=5 scaled gamma": hamcmc(5, True),
         "PSGLD": [(f"eps={s:g}", "mf", lambda s=s: pymf.PSGLD(blocks=BLOCKS, step_size=s,
                                                               n_threads=threads)) for s in steps],
         "SGLD": [(f"eps={s:g}", "mf", lambda s=s: pymf.SGLD(step_size=s, batch_size=1 / BLOCKS,
@@ -76,20 +88,37 @@ def grids(threads):
     }
 
 
+CPU_TIME = False  # --cpu-time: budgets and trace times in CPU seconds of this process
+
+
 def run(kind, make, data, budget, seed):
-    """(times, rmse of the running mean, iterations) within `budget` seconds of sampling."""
+    """(times, rmse of the running mean, iterations) within `budget` seconds of sampling
+    (wall seconds, or with --cpu-time CPU seconds of this one-threaded process, recorded at
+    every trace point)."""
     if kind == "mf":
         model, train, test = pymf.TweedieNMF(10, beta=2, phi=1, prior="gaussian"), *data["centred"]
     else:
         model, train, test = pymf.BPMF(10), *data["raw"]
+    cpu_at = {}  # iteration -> CPU seconds at its trace point
+    started = time.process_time()
+
+    def stop(info):
+        if not CPU_TIME:
+            return info["time"] > budget
+        cpu_at[info["iteration"]] = time.process_time() - started
+        return cpu_at[info["iteration"]] > budget
+
     try:
         res = pymf.sample(model, train, make(), n_samples=10 ** 8, burnin=50, seed=seed,
                           test=test, keep_samples=False, trace_every=10, progress=False,
-                          callback=lambda info: info["time"] > budget)
+                          callback=stop)
     except pymf.DivergenceError as exc:
         return None, f"diverged at iteration {exc.iteration}"
     keep = np.isfinite(res.trace["test_rmse"])
-    return {"time": res.trace["time"][keep].tolist(), "rmse": res.trace["test_rmse"][keep].tolist(),
+    times = (np.array([cpu_at.get(int(t), np.nan) for t in res.trace["iteration"]])
+             if CPU_TIME else res.trace["time"])
+    keep &= np.isfinite(times)
+    return {"time": times[keep].tolist(), "rmse": res.trace["test_rmse"][keep].tolist(),
             "iterations": int(res.iterations)}, None
 
 
@@ -236,6 +265,81 @@ def plot(results, path):
     fig.savefig(path, dpi=110)
 
 
+def profile(train, iterations, rounds=5):
+    """CPU milliseconds per iteration of PSGLD and HAMCMC chains (the C loop, one thread,
+    started from the same state, HAMCMC timed after its 2M Langevin steps), of one minibatch
+    gradient (every block of a part) and of one iteration's noise, measured in interleaved
+    rounds (medians over the rounds). CPU time of this process, not wall time: on the shared
+    machine wall times of the same call vary several-fold with the load."""
+    from pymf import _rng
+    from pymf.hamcmc._hamcmc_mf import HamcmcChain
+    from pymf.nmf import _blocks
+    from pymf.nmf._sgld import LangevinChain
+    K = 10
+    I, J = train.shape
+    data = _blocks.BlockedData.from_sparse(train.rows.astype(np.int64), train.cols.astype(np.int64),
+                                           train.values.astype(np.float64), train.shape, BLOCKS)
+    model = (K, 2.0, 1.0, "gaussian", 1.0, 1.0)
+    rng = np.random.default_rng(0)
+    W0, Ht0 = 0.3 * rng.normal(size=(I, K)), 0.3 * rng.normal(size=(J, K))
+
+    def psgld():
+        chain = LangevinChain(data, "psgld", *model, 1, 2, part_order="cyclic", n_threads=1)
+        chain.set_state(W0, Ht0)
+        return chain, 1e-4
+
+    def hamcmc(M, scaled):
+        def make():
+            # small steps: the cost per iteration does not depend on them, and the chain
+            # must not diverge from this arbitrary start
+            chain = HamcmcChain(data, *model, 1, 2, memory=M, gamma=1e-3, scaled_gamma=scaled,
+                                lam=1.0, part_order="random", n_threads=1)
+            chain.set_state(W0, Ht0)
+            chain.run(np.full(2 * M, 1e-2))  # the Langevin steps that fill the memory
+            return chain, 1e-2
+        return make
+
+    makers = {"PSGLD": psgld}
+    for M in (2, 5, 10):
+        for scaled in (False, True):
+            makers[f"HAMCMC M={M}" + (" scaled" if scaled else "")] = hamcmc(M, scaled)
+
+    def per_iteration(make):
+        chain, eps = make()
+        started = time.process_time()
+        chain.run(np.full(iterations, eps))
+        return 1e3 * (time.process_time() - started) / iterations
+
+    probe = HamcmcChain(data, *model, 1, 2, memory=2, n_threads=1)
+
+    def median_call(fn, calls=50):
+        started = time.process_time()
+        for _ in range(calls):
+            fn()
+        return 1e3 * (time.process_time() - started) / calls
+
+    measured = {name: [] for name in [*makers, "gradient", "noise"]}
+    for _ in range(rounds):
+        for name, make in makers.items():
+            measured[name].append(per_iteration(make))
+        measured["gradient"].append(median_call(lambda: probe.grad_potential(W0, Ht0, 0)))
+        measured["noise"].append(median_call(lambda: (_rng.noise(1, 1, 5, 0, I, K),
+                                                      _rng.noise(1, 2, 5, 0, J, K))))
+    ms = {name: statistics.median(values) for name, values in measured.items()}
+    out = {"threads": 1, "blocks": BLOCKS, "iterations": iterations, "rounds": rounds,
+           "load_average": os.getloadavg(), "cpu_ms_per_iteration": ms,
+           "split_ms": {"PSGLD: gradient": ms["gradient"], "PSGLD: noise": ms["noise"],
+                        "PSGLD: rest (the update)": ms["PSGLD"] - ms["gradient"] - ms["noise"]},
+           "over_PSGLD": {}}
+    for name in makers:
+        if name.startswith("HAMCMC"):
+            out["split_ms"][f"{name}: 2 gradients + noise"] = 2 * ms["gradient"] + ms["noise"]
+            out["split_ms"][f"{name}: rest (Gram, combinations, pair)"] = \
+                ms[name] - 2 * ms["gradient"] - ms["noise"]
+            out["over_PSGLD"][name] = ms[name] / ms["PSGLD"]
+    return out
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", default=DEFAULT_DATA)
@@ -251,7 +355,25 @@ def main(argv=None):
                    help="only the MPI comparison, with --mpi-setting")
     p.add_argument("--mpi-setting", default="gamma=0.01, eps=0.3")
     p.add_argument("--out", default=os.path.join(HERE, "..", "results"))
+    p.add_argument("--cpu-time", action="store_true",
+                   help="one thread, budgets and times in CPU seconds (robust to a shared "
+                        "machine's load)")
+    p.add_argument("--profile", action="store_true",
+                   help="only the time split of an iteration (see the docstring)")
+    p.add_argument("--profile-iterations", type=int, default=400)
     args = p.parse_args(argv)
+    if args.cpu_time:
+        global CPU_TIME
+        CPU_TIME, args.threads = True, 1
+    if args.profile:
+        ratings = pymf.datasets.load_movielens(args.data)
+        train, _ = centred(*ratings.split(0.1, seed=0))
+        document = profile(train, args.profile_iterations)
+        print(json.dumps(document, indent=1))
+        for group in ("cpu_ms_per_iteration", "split_ms", "over_PSGLD"):
+            for key, value in document[group].items():
+                print(f"{group:>16}  {key:>48}  {value:8.3f}")
+        return 0
     os.makedirs(args.out, exist_ok=True)
     document = {"threads": args.threads, "blocks": BLOCKS, "cores": os.cpu_count(),
                 "model": "TweedieNMF(10, beta=2, phi=1, prior='gaussian'); DSGLD: BPMF(10)",

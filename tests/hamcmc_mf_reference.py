@@ -40,7 +40,7 @@ def grad_potential(V, observed, mask, W, Ht, model, scale):
     return prior_W - G @ Ht, prior_H - G.T @ W
 
 
-def hamcmc(data, V, observed, model, W0, Ht0, eps, seed, memory, gamma, lam):
+def hamcmc(data, V, observed, model, W0, Ht0, eps, seed, memory, gamma, lam, scaled=False):
     """theta_1 .. theta_T of HAMCMC with cyclic parts, as (W, H^T) pairs in grid order."""
     I, J = data.shape
     K = W0.shape[1]
@@ -64,7 +64,8 @@ def hamcmc(data, V, observed, model, W0, Ht0, eps, seed, memory, gamma, lam):
         e = eps[t - 1]
         if t > 2 * M:
             base = thetas[t - M]
-            H, S = dense_h_and_s([pairs[tau] for tau in range(t - M + 1, t)], gamma, len(base))
+            H, S = dense_h_and_s([pairs[tau] for tau in range(t - M + 1, t)], gamma, len(base),
+                                 scaled)
             new = base - e * H @ grad(base, t) + np.sqrt(2 * e) * S @ z
         else:
             prev = thetas[t - 1]

@@ -31,8 +31,36 @@ def grad_potential(A, x, noise_var, prior_var, theta, idx):
     return theta / prior_var - len(x) / len(idx) * a.T @ (x[idx] - a @ theta) / noise_var
 
 
-def dense_h_and_s(pairs, gamma, dim):
-    """H (BFGS recursion from gamma I, oldest pair first) and S with S S^T = H."""
+def scaled_gamma(pairs, fallback):
+    """Nocedal & Wright eq. 7.20: s^T y / y^T y of the newest pair with s^T y > 0."""
+    for s, y in reversed(pairs):
+        if s @ y > 0:
+            return (s @ y) / (y @ y)
+    return fallback
+
+
+def two_loop(pairs, gamma, g):
+    """Nocedal & Wright Algorithm 7.4: H g from H^0 = gamma I and the pairs (oldest first),
+    leaving out those with s^T y <= 0."""
+    kept = [(s, y, 1.0 / (s @ y)) for s, y in pairs if s @ y > 0]
+    q = np.array(g, dtype=float)
+    alphas = []
+    for s, y, rho in reversed(kept):
+        alpha = rho * (s @ q)
+        q = q - alpha * y
+        alphas.append(alpha)
+    r = gamma * q
+    for (s, y, rho), alpha in zip(kept, reversed(alphas)):
+        beta = rho * (y @ r)
+        r = r + (alpha - beta) * s
+    return r
+
+
+def dense_h_and_s(pairs, gamma, dim, scaled=False):
+    """H (BFGS recursion from gamma I, oldest pair first) and S with S S^T = H; scaled: from
+    scaled_gamma(pairs, gamma) I instead."""
+    if scaled:
+        gamma = scaled_gamma(pairs, gamma)
     H = gamma * np.eye(dim)
     S = np.sqrt(gamma) * np.eye(dim)
     B = np.eye(dim) / gamma
@@ -51,9 +79,10 @@ def dense_h_and_s(pairs, gamma, dim):
     return H, S
 
 
-def hamcmc(A, x, noise_var, prior_var, theta0, eps, seed, batch, memory, gamma, lam):
+def hamcmc(A, x, noise_var, prior_var, theta0, eps, seed, batch, memory, gamma, lam,
+           scaled=False):
     """The chain theta_1 .. theta_T (T = len(eps)); the first 2M iterations are Langevin
-    steps preconditioned by gamma I."""
+    steps preconditioned by gamma I (scaled: the later ones start H from scaled_gamma)."""
     n_data, dim = A.shape
     M = memory
     thetas = [np.array(theta0, dtype=float)]
@@ -65,7 +94,8 @@ def hamcmc(A, x, noise_var, prior_var, theta0, eps, seed, batch, memory, gamma, 
         if t > 2 * M:
             base = thetas[t - M]
             grad = grad_potential(A, x, noise_var, prior_var, base, idx)
-            H, S = dense_h_and_s([pairs[tau] for tau in range(t - M + 1, t)], gamma, dim)
+            H, S = dense_h_and_s([pairs[tau] for tau in range(t - M + 1, t)], gamma, dim,
+                                 scaled)
             new = base - e * H @ grad + np.sqrt(2 * e) * S @ z
         else:  # Langevin preconditioned by H^0 = gamma I
             prev = thetas[t - 1]

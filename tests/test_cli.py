@@ -60,6 +60,35 @@ def test_sample_other_samplers_from_npy(tmp_path, sampler):
     assert out.returncode == 0, out.stderr
 
 
+def test_sample_hamcmc_from_the_command_line(tmp_path):
+    """--sampler hamcmc with its options reaches pymf.HAMCMC (random parts by default: with
+    cyclic ones and gcd(M, B) > 1 a sub-chain would starve), and runs the chain pymf.sample
+    runs with the same settings."""
+    V, _, _ = pymf.datasets.make_tweedie_nmf(20, 16, 3, seed=1)
+    np.save(tmp_path / "V.npy", V)
+    out = pymf_cli("sample", "--rank", "3", "--sampler", "hamcmc", "--memory", "3",
+                   "--gamma", "0.5", "--scaled-gamma", "--lam", "1", "--blocks", "2",
+                   "--data", str(tmp_path / "V.npy"), "--samples", "40", "--thin", "10",
+                   "--step-size", "1e-4", "--seed", "3", "--out", str(tmp_path / "o"))
+    assert out.returncode == 0, out.stderr
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["sampler"]["sampler"] == "hamcmc"
+    assert {key: summary["sampler"][key] for key in
+            ("memory", "gamma", "scaled_gamma", "lam", "blocks", "part_order")} == \
+        {"memory": 3, "gamma": 0.5, "scaled_gamma": True, "lam": 1.0, "blocks": 2,
+         "part_order": "random"}
+    result = pymf.load(str(tmp_path / "o"))
+    direct = pymf.sample(pymf.TweedieNMF(3), V,
+                         pymf.HAMCMC(memory=3, gamma=0.5, scaled_gamma=True, lam=1.0,
+                                     step_size=1e-4, blocks=2),
+                         n_samples=40, thin=10, seed=3)
+    assert np.array_equal(result.W_samples, direct.W_samples)
+    refused = pymf_cli("sample", "--rank", "3", "--sampler", "hamcmc", "--memory", "1",
+                       "--data", str(tmp_path / "V.npy"), "--samples", "5",
+                       "--step-size", "1e-4", "--out", str(tmp_path / "o2"))
+    assert refused.returncode == 2 and "memory must be an integer in [2, 64]" in refused.stderr
+
+
 @pytest.mark.parametrize("optimizer", ["dsgd", "sgd"])
 def test_fit_baselines_from_the_command_line(tmp_path, optimizer):
     out = pymf_cli("fit", "--optimizer", optimizer, "--rank", "4", "--blocks", "4", "--data", "demo",

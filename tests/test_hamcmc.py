@@ -71,6 +71,50 @@ def test_pairs_without_positive_curvature_are_left_out():
                                rtol=1e-13)
 
 
+@pytest.mark.parametrize("n_pairs", [1, 4, 9])
+def test_scaled_two_loop_matches_the_numpy_reference(n_pairs):
+    """scaled_gamma: H^0 = (s^T y / y^T y) I of the newest pair with s^T y > 0 (Nocedal &
+    Wright eq. 7.20; here the newest pair has s^T y < 0, so the one before it decides, and
+    the unusable pair is left out of H too): H g equals a readable two-loop recursion
+    (their Algorithm 7.4) from that H^0 and the dense BFGS matrix, and S S^T = H."""
+    rng = np.random.default_rng(10 + n_pairs)
+    D = 6
+    root = rng.normal(size=(D, D))
+    curvature = root @ root.T + 0.5 * np.eye(D)
+    S, Y = random_pairs(rng, n_pairs, D, curvature)
+    if n_pairs > 1:
+        Y[-1] = -Y[-1]
+    pairs = list(zip(S, Y))
+    usable = [p for p in pairs if p[0] @ p[1] > 0]
+    newest = usable[-1] if usable else None
+    expected_gamma = 0.3 if newest is None else (newest[0] @ newest[1]) / (newest[1] @ newest[1])
+    assert _hamcmc.lbfgs_scaled_gamma(S, Y, 0.3) == pytest.approx(expected_gamma, rel=1e-14)
+    assert ref.scaled_gamma(pairs, 0.3) == pytest.approx(expected_gamma, rel=1e-14)
+    assert expected_gamma != 0.3  # the scaling is not the fixed gamma
+    g = rng.normal(size=D)
+    Hg, used = _hamcmc.lbfgs_apply(S, Y, 0.3, g, scaled_gamma=True)
+    assert used == len(usable)
+    np.testing.assert_allclose(Hg, ref.two_loop(pairs, expected_gamma, g), rtol=1e-12, atol=1e-14)
+    H, _ = ref.dense_h_and_s(pairs, 0.3, D, scaled=True)
+    np.testing.assert_allclose(Hg, H @ g, rtol=1e-10, atol=1e-12)
+    root_H = np.column_stack([_hamcmc.lbfgs_sqrt_apply(S, Y, 0.3, e, scaled_gamma=True)[0]
+                              for e in np.eye(D)])
+    np.testing.assert_allclose(root_H @ root_H.T, H, rtol=1e-10, atol=1e-12)
+    # the fixed gamma gives another H (the option is not ignored)
+    assert not np.allclose(_hamcmc.lbfgs_apply(S, Y, 0.3, g)[0], Hg)
+
+
+def test_scaled_gamma_falls_back_to_gamma_without_a_usable_pair():
+    rng = np.random.default_rng(3)
+    S = rng.normal(size=(2, 4))
+    Y = -S  # s^T y < 0 for both
+    g = rng.normal(size=4)
+    assert _hamcmc.lbfgs_scaled_gamma(S, Y, 0.7) == 0.7
+    assert _hamcmc.lbfgs_scaled_gamma(S[:0], Y[:0], 0.7) == 0.7
+    out, used = _hamcmc.lbfgs_apply(S, Y, 0.7, g, scaled_gamma=True)
+    assert used == 0 and np.array_equal(out, 0.7 * g)
+
+
 def test_gradient_matches_numpy_and_finite_differences(problem):
     A, x, model = problem
     rng = np.random.default_rng(0)
@@ -93,20 +137,25 @@ def test_gradient_matches_numpy_and_finite_differences(problem):
     np.testing.assert_allclose(grad, numeric, rtol=1e-6)
 
 
-@pytest.mark.parametrize("batch", [0, 7])
-def test_hamcmc_chain_equals_the_numpy_reference(problem, batch):
+@pytest.mark.parametrize("batch, scaled", [(0, False), (7, False), (7, True)],
+                         ids=["full-data", "minibatch", "minibatch-scaled-gamma"])
+def test_hamcmc_chain_equals_the_numpy_reference(problem, batch, scaled):
     """40 iterations (the 2M preconditioned Langevin steps, then quasi-Newton ones), full
-    data and minibatches, M = 3, with lam > 0: the C chain is the reference's. The two
-    differ by rounding only (1e-16 at first), which the quasi-Newton recursion amplifies
-    (about 10x every 5 iterations on this problem): hence 1e-8 after 40 iterations."""
+    data and minibatches, M = 3, with lam > 0, fixed and scaled gamma: the C chain is the
+    reference's. The two differ by rounding only (1e-16 at first), which the quasi-Newton
+    recursion amplifies (about 10x every 5 iterations on this problem): hence 1e-8 after 40
+    iterations."""
     A, x, _ = problem
     theta0 = np.random.default_rng(1).normal(size=3)
     eps = pymf.PolynomialDecay(0.3, 0.51)(np.arange(1, 41))
-    chain = _hamcmc.Chain(A, x, 10.0, 1.0, "hamcmc", batch, SEED, memory=3, gamma=0.05, lam=0.1)
+    chain = _hamcmc.Chain(A, x, 10.0, 1.0, "hamcmc", batch, SEED, memory=3, gamma=0.05, lam=0.1,
+                          scaled_gamma=scaled)
     chain.start(theta0)
     out = np.empty((40, 3))
     chain.run(eps, out)
-    expected = ref.hamcmc(A, x, 10.0, 1.0, theta0, eps, SEED, batch, 3, 0.05, 0.1)
+    expected = ref.hamcmc(A, x, 10.0, 1.0, theta0, eps, SEED, batch, 3, 0.05, 0.1, scaled)
+    other = ref.hamcmc(A, x, 10.0, 1.0, theta0, eps, SEED, batch, 3, 0.05, 0.1, not scaled)
+    assert not np.allclose(out[10:], other[10:], rtol=1e-6)  # the setting decides the chain
     np.testing.assert_allclose(out[:10], expected[:10], rtol=1e-13, atol=1e-15)
     np.testing.assert_allclose(out, expected, rtol=1e-8, atol=1e-10)
     assert np.array_equal(chain.state()[0], out[-1]) and chain.state()[1] == 40
@@ -140,22 +189,16 @@ def _exact_moments(mean, cov):
     return np.concatenate([mean, (cov + np.outer(mean, mean))[np.triu_indices(len(mean))]])
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("batch_size", [None, 0.25], ids=["full-data", "minibatch"])
-def test_hamcmc_samples_the_exact_posterior(problem, batch_size):
-    """HAMCMC (M = 4, constant eps = 0.01 in the units of H) on a correlated 3-D posterior:
-    the means and second moments of 4 chains of 200,000 iterations match the exact ones
-    (9 comparisons, Bonferroni at alpha = 1e-3). The discretisation bias is O(eps): about
-    eps / 2 = 0.5 % of a variance, well under the Monte-Carlo error of ~3 % here. The same
-    samples reject the posterior of a 15 % larger noise variance (power check)."""
+def _assert_exact_moments(problem, sampler, n_samples, first_seed):
+    """4 chains: the means and second moments (9 comparisons, Bonferroni at alpha = 1e-3)
+    match the exact posterior's, and the same samples reject the posterior of a 15 % larger
+    noise variance (power check)."""
     A, x, model = problem
     mean, cov = model.posterior((A, x))
-    gamma = 1.0 / np.linalg.eigvalsh(np.linalg.inv(cov)).max()
     draws = []
     for chain in range(4):
-        sampler = pymf.HAMCMC(memory=4, gamma=gamma, step_size=0.01, batch_size=batch_size)
-        res = pymf.sample(model, (A, x), sampler, n_samples=200_000, burnin=5_000, thin=10,
-                          seed=40 + chain)
+        res = pymf.sample(model, (A, x), sampler, n_samples=n_samples, burnin=5_000, thin=10,
+                          seed=first_seed + chain)
         assert res.skipped_pairs == 0  # the curvature of this model is positive everywhere
         draws.append(_moments(res.samples))
     estimate, se = batch_means(np.array(draws))
@@ -165,6 +208,33 @@ def test_hamcmc_samples_the_exact_posterior(problem, batch_size):
     wrong_mean, wrong_cov = pymf.LinearGaussian(noise_var=11.5).posterior((A, x))
     z_wrong = (estimate - _exact_moments(wrong_mean, wrong_cov)) / se
     assert np.any(np.abs(z_wrong) > critical), z_wrong
+
+
+def _inverse_largest_curvature(problem):
+    A, x, model = problem
+    return 1.0 / np.linalg.eigvalsh(np.linalg.inv(model.posterior((A, x))[1])).max()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("batch_size", [None, 0.25], ids=["full-data", "minibatch"])
+def test_hamcmc_samples_the_exact_posterior(problem, batch_size):
+    """HAMCMC (M = 4, constant eps = 0.01 in the units of H) on a correlated 3-D posterior,
+    4 chains of 200,000 iterations (_assert_exact_moments). The discretisation bias is
+    O(eps): about eps / 2 = 0.5 % of a variance, well under the Monte-Carlo error of ~3 %
+    here."""
+    sampler = pymf.HAMCMC(memory=4, gamma=_inverse_largest_curvature(problem), step_size=0.01,
+                          batch_size=batch_size)
+    _assert_exact_moments(problem, sampler, 200_000, 40)
+
+
+@pytest.mark.slow
+def test_hamcmc_with_scaled_gamma_samples_the_exact_posterior(problem):
+    """As above with scaled_gamma=True (H^0 from the newest pair; gamma = 1 / largest
+    curvature only for the 2M Langevin steps), minibatches of a quarter of the data, 4
+    chains of 100,000 iterations."""
+    sampler = pymf.HAMCMC(memory=4, gamma=_inverse_largest_curvature(problem),
+                          scaled_gamma=True, step_size=0.01, batch_size=0.25)
+    _assert_exact_moments(problem, sampler, 100_000, 60)
 
 
 def test_same_seed_same_chain_other_seed_other_chain(problem):
@@ -224,9 +294,12 @@ def _checkpointed(model, data, sampler, path, stop=None, n_samples=30):
     # HAMCMC with M = 3: Langevin steps up to 2M = 6, pairs from iteration M + 1 = 4, the
     # memory full (M - 1 pairs) from 6, quasi-Newton steps from 7
     (pymf.HAMCMC(memory=3, gamma=0.05, step_size=0.05, batch_size=20), (1, 3, 4, 6, 7, 9, 20)),
+    # the scaled H^0 is a function of the saved pairs: nothing else to save
+    (pymf.HAMCMC(memory=3, gamma=0.05, scaled_gamma=True, step_size=0.05, batch_size=20),
+     (6, 7, 9)),
     # PreconditionedSGLD sets V from the first minibatch: stopped right after it
     (pymf.PreconditionedSGLD(step_size=1e-3, batch_size=20), (1, 2, 15)),
-], ids=["hamcmc", "precond_sgld"])
+], ids=["hamcmc", "hamcmc-scaled-gamma", "precond_sgld"])
 def test_resume_equals_an_uninterrupted_run_wherever_it_stopped(problem, tmp_path, sampler, stops):
     A, x, model = problem
     whole = pymf.sample(model, (A, x), sampler, n_samples=30, seed=11, trace_every=1)
@@ -252,6 +325,8 @@ def test_a_damaged_or_foreign_checkpoint_is_refused(problem, tmp_path):
 
     foreign = [  # another run's checkpoint: other settings or other data
         (pymf.HAMCMC(memory=4, gamma=0.05, step_size=0.05, batch_size=20), (A, x)),
+        (pymf.HAMCMC(memory=3, gamma=0.05, scaled_gamma=True, step_size=0.05, batch_size=20),
+         (A, x)),
         (sampler, (A, x + 1.0)),
     ]
     for other_sampler, data in foreign:
@@ -356,6 +431,7 @@ def test_bad_input_is_refused_by_name(problem):
         (lambda: pymf.HAMCMC(memory=1), "memory"),
         (lambda: pymf.HAMCMC(gamma=0.0), "gamma"),
         (lambda: pymf.HAMCMC(lam=-1.0), "lam"),
+        (lambda: pymf.HAMCMC(scaled_gamma="yes"), "scaled_gamma"),
         (lambda: pymf.HAMCMC(step_size=-1.0), "step size"),
         (lambda: pymf.HAMCMC(batch_size=0), "batch_size"),
         (lambda: pymf.PreconditionedSGLD(alpha=1.0), "alpha"),

@@ -48,10 +48,11 @@ def blocked(V, B, observed=None):
     return data, V[np.ix_(row_of, col_of)], observed[np.ix_(row_of, col_of)]
 
 
-def make_chain(data, K, model, memory=3, gamma=0.5, lam=0.3, part_order="cyclic", threads=1):
+def make_chain(data, K, model, memory=3, gamma=0.5, lam=0.3, part_order="cyclic", threads=1,
+               scaled_gamma=False):
     return HamcmcChain(data, K, model["beta"], model["phi"], model["prior"], model["lam_w"],
                        model["lam_h"], 5, 7, memory=memory, gamma=gamma, lam=lam,
-                       part_order=part_order, n_threads=threads)
+                       part_order=part_order, n_threads=threads, scaled_gamma=scaled_gamma)
 
 
 def start(rng, I, J, K, model):
@@ -123,15 +124,17 @@ def _pairs_oldest_first(chain, memory):
     return np.array(S), np.array(Y)
 
 
-@pytest.mark.parametrize("memory, B", [(2, 3), (4, 3), (5, 1)])
-def test_blockwise_lbfgs_products_equal_those_of_the_gathered_vector(memory, B):
+@pytest.mark.parametrize("memory, B, scaled", [(2, 3, False), (4, 3, False), (5, 1, False),
+                                               (2, 3, True), (4, 3, True)])
+def test_blockwise_lbfgs_products_equal_those_of_the_gathered_vector(memory, B, scaled):
     """H g and S z from per-block Gram matrices reduced in block order equal the two-loop and
     product-form recursions on the gathered theta (lbfgs.c with the plain inner product),
-    and the dense BFGS matrices."""
+    and the dense BFGS matrices; with the scaled gamma too (its s^T y and y^T y taken from
+    the reduced Gram matrix)."""
     rng = np.random.default_rng(memory)
     I, J, K = 9, 7, 3
     data, _, _ = blocked(gaussian_data(I, J, K), B)
-    chain = make_chain(data, K, GAUSSIAN, memory=memory, gamma=0.4, lam=0.5)
+    chain = make_chain(data, K, GAUSSIAN, memory=memory, gamma=0.4, lam=0.5, scaled_gamma=scaled)
     chain.set_state(*start(rng, I, J, K, GAUSSIAN))
     chain.run(np.full(2 * memory + 3, 1e-2))
     S, Y = _pairs_oldest_first(chain, memory)
@@ -140,21 +143,25 @@ def test_blockwise_lbfgs_products_equal_those_of_the_gathered_vector(memory, B):
     (hg_w, hg_h), (sz_w, sz_h), used = chain.products(*g, *z)
     flat = np.concatenate
     g_flat, z_flat = flat([g[0].ravel(), g[1].ravel()]), flat([z[0].ravel(), z[1].ravel()])
-    expected_hg, used_direct = _hamcmc.lbfgs_apply(S, Y, 0.4, g_flat)
-    expected_sz, _ = _hamcmc.lbfgs_sqrt_apply(S, Y, 0.4, z_flat)
+    expected_hg, used_direct = _hamcmc.lbfgs_apply(S, Y, 0.4, g_flat, scaled_gamma=scaled)
+    expected_sz, _ = _hamcmc.lbfgs_sqrt_apply(S, Y, 0.4, z_flat, scaled_gamma=scaled)
     assert used == used_direct == memory - 1
     np.testing.assert_allclose(flat([hg_w.ravel(), hg_h.ravel()]), expected_hg, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(flat([sz_w.ravel(), sz_h.ravel()]), expected_sz, rtol=1e-10, atol=1e-12)
-    H, root = dense_h_and_s(list(zip(S, Y)), 0.4, len(g_flat))
+    H, root = dense_h_and_s(list(zip(S, Y)), 0.4, len(g_flat), scaled)
     np.testing.assert_allclose(expected_hg, H @ g_flat, rtol=1e-9, atol=1e-11)
     np.testing.assert_allclose(expected_sz, root @ z_flat, rtol=1e-9, atol=1e-11)
 
 
-@pytest.mark.parametrize("model, sparse", [(GAUSSIAN, False), (GAUSSIAN, True), (POISSON, False)],
-                         ids=["gaussian-dense", "gaussian-sparse", "poisson-mirrored"])
-def test_chain_equals_the_numpy_reference(model, sparse):
+@pytest.mark.parametrize("model, sparse, scaled", [
+    (GAUSSIAN, False, False), (GAUSSIAN, True, False), (POISSON, False, False),
+    (GAUSSIAN, True, True), (POISSON, False, True)],
+    ids=["gaussian-dense", "gaussian-sparse", "poisson-mirrored", "gaussian-sparse-scaled",
+         "poisson-mirrored-scaled"])
+def test_chain_equals_the_numpy_reference(model, sparse, scaled):
     """30 iterations of M = 3 (Langevin steps to 6, pairs from 4, quasi-Newton from 7) on
-    B = 2 cyclic parts (gcd(3, 2) = 1) follow the NumPy HAMCMC to rounding."""
+    B = 2 cyclic parts (gcd(3, 2) = 1) follow the NumPy HAMCMC to rounding, with a fixed
+    gamma and with the scaled one."""
     rng = np.random.default_rng(3)
     I, J, K, B, M = 6, 5, 2, 2, 3
     V = gaussian_data(I, J, K, seed=4)
@@ -163,10 +170,10 @@ def test_chain_equals_the_numpy_reference(model, sparse):
     observed = sparse_version(V, 0.7, 5)[1] if sparse else None
     data, V_grid, obs_grid = blocked(V, B, observed)
     W0, H0 = start(rng, I, J, K, model)
-    chain = make_chain(data, K, model, memory=M)
+    chain = make_chain(data, K, model, memory=M, scaled_gamma=scaled)
     chain.set_state(W0, H0)
     eps = np.full(30, 5e-3)
-    expected = ref.hamcmc(data, V_grid, obs_grid, model, W0, H0, eps, 5, M, 0.5, 0.3)
+    expected = ref.hamcmc(data, V_grid, obs_grid, model, W0, H0, eps, 5, M, 0.5, 0.3, scaled)
     for t in range(len(eps)):
         chain.run(eps[t:t + 1])
         W, Ht, _ = chain.get_state()
@@ -223,9 +230,10 @@ def test_cyclic_parts_that_starve_a_sub_chain_are_refused():
     pymf.sample(model, V, pymf.HAMCMC(memory=3, blocks=2, part_order="cyclic"), n_samples=5)
 
 
-@pytest.mark.parametrize("sparse, part_order, prior", [
-    (False, "random", "gaussian"), (True, "random", "exponential"), (True, "cyclic", "gaussian")])
-def test_same_chain_for_one_and_two_threads(sparse, part_order, prior):
+@pytest.mark.parametrize("sparse, part_order, prior, scaled", [
+    (False, "random", "gaussian", False), (True, "random", "exponential", False),
+    (True, "cyclic", "gaussian", False), (True, "random", "gaussian", True)])
+def test_same_chain_for_one_and_two_threads(sparse, part_order, prior, scaled):
     """Big enough (> 65536 units of work) for the blocks to run on two threads."""
     I, J, K = 180, 150, 4
     V = np.abs(gaussian_data(I, J, K, seed=9)) if prior == "exponential" else gaussian_data(I, J, K, seed=9)
@@ -234,7 +242,7 @@ def test_same_chain_for_one_and_two_threads(sparse, part_order, prior):
     runs = []
     for threads in (1, 2):
         sampler = pymf.HAMCMC(memory=3, gamma=0.5, lam=1.0, step_size=1e-4, blocks=4,
-                              part_order=part_order, n_threads=threads)
+                              part_order=part_order, n_threads=threads, scaled_gamma=scaled)
         runs.append(pymf.sample(pymf.TweedieNMF(K, beta=beta, prior=prior), data, sampler,
                                 n_samples=30, thin=3, seed=4))
     assert np.array_equal(runs[0].W_samples, runs[1].W_samples)
@@ -242,27 +250,30 @@ def test_same_chain_for_one_and_two_threads(sparse, part_order, prior):
     assert np.array_equal(runs[0].trace["loglik"], runs[1].trace["loglik"])
 
 
-def _run(path=None, stop=None, memory=3, n_samples=24):
+def _run(path=None, stop=None, memory=3, n_samples=24, scaled_gamma=False):
     def kill(info):
         if stop is not None and info["iteration"] >= stop:
             raise KeyboardInterrupt
 
     V = gaussian_data(9, 8, 2, seed=2)
-    sampler = pymf.HAMCMC(memory=memory, gamma=0.5, lam=1.0, step_size=2e-3, blocks=3)
+    sampler = pymf.HAMCMC(memory=memory, gamma=0.5, lam=1.0, step_size=2e-3, blocks=3,
+                          scaled_gamma=scaled_gamma)
     return pymf.sample(pymf.TweedieNMF(2, beta=2, prior="gaussian"), V, sampler,
                        n_samples=n_samples, thin=2, seed=13, trace_every=1, checkpoint=path,
                        checkpoint_every=1000 if path is not None else None, callback=kill)
 
 
-@pytest.mark.parametrize("stop", [1, 3, 4, 6, 7, 9, 17])
-def test_resume_equals_an_uninterrupted_run_wherever_it_stopped(tmp_path, stop):
+@pytest.mark.parametrize("stop, scaled", [(1, False), (3, False), (4, False), (6, False),
+                                         (7, False), (9, False), (17, False), (6, True),
+                                         (9, True)])
+def test_resume_equals_an_uninterrupted_run_wherever_it_stopped(tmp_path, stop, scaled):
     """M = 3: Langevin steps to 2M = 6, pairs from M + 1 = 4, quasi-Newton steps from 7."""
-    whole = _run()
+    whole = _run(scaled_gamma=scaled)
     path = tmp_path / "ck.npz"
     with pytest.warns(RuntimeWarning, match="interrupted"):
-        first = _run(path, stop)
+        first = _run(path, stop, scaled_gamma=scaled)
     assert first.interrupted and first.iterations == stop
-    resumed = _run(path)
+    resumed = _run(path, scaled_gamma=scaled)
     assert not resumed.interrupted and resumed.iterations == whole.iterations
     assert np.array_equal(resumed.W_samples, whole.W_samples)
     assert np.array_equal(resumed.H_samples, whole.H_samples)

@@ -26,7 +26,8 @@ if sys.argv[2] == "sparse":
 prior, memory, order, step = sys.argv[3], int(sys.argv[4]), sys.argv[5], float(sys.argv[6])
 model = pymf.TweedieNMF(3, beta=2.0 if prior == "gaussian" else 1.0, prior=prior)
 sampler = pymf.HAMCMC(memory=memory, gamma=0.5, lam=1.0, step_size=step,
-                      blocks=MPI.COMM_WORLD.size, part_order=order)
+                      blocks=MPI.COMM_WORLD.size, part_order=order,
+                      scaled_gamma=sys.argv[9] == "scaled")
 try:
     pymf.mpi.sample(model, data, sampler, 40, burnin=5, thin=3, seed=7, out_dir=sys.argv[7],
                     trace_every=3, checkpoint_every=int(sys.argv[8]))
@@ -36,24 +37,25 @@ except pymf.DivergenceError as exc:
 """
 
 
-def shared(V, kind, prior, memory, order, step, blocks, **options):
+def shared(V, kind, prior, memory, order, step, blocks, scaled=False, **options):
     data = V
     if kind == "sparse":
         rows, cols = np.nonzero(V != 0)
         data = pymf.Ratings(rows, cols, V[rows, cols], shape=V.shape)
     model = pymf.TweedieNMF(3, beta=2.0 if prior == "gaussian" else 1.0, prior=prior)
     sampler = pymf.HAMCMC(memory=memory, gamma=0.5, lam=1.0, step_size=step, blocks=blocks,
-                          part_order=order)
+                          part_order=order, scaled_gamma=scaled)
     return pymf.sample(model, data, sampler, 40, burnin=5, thin=3, seed=7, trace_every=3,
                        **options)
 
 
-def ring(tmp_path, V, n_ranks, kind, prior, memory, order, step, out, checkpoint_every=1000):
+def ring(tmp_path, V, n_ranks, kind, prior, memory, order, step, out, checkpoint_every=1000,
+         scaled=False):
     np.save(tmp_path / "V.npy", V)
     (tmp_path / "run.py").write_text(SCRIPT)
     command = [mpiexec_path(), "-n", str(n_ranks), sys.executable, str(tmp_path / "run.py"),
                str(tmp_path / "V.npy"), kind, prior, str(memory), order, str(step), str(out),
-               str(checkpoint_every)]
+               str(checkpoint_every), "scaled" if scaled else "fixed"]
     # the ranks import the pymf these tests import (the source tree or the installed one)
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(pymf.__file__)))
     env = dict(mpi_env(), PYTHONPATH=os.pathsep.join(
@@ -83,16 +85,19 @@ def same_chain(a, b):
             assert np.array_equal(a.trace[key], b.trace[key]), key
 
 
-@pytest.mark.parametrize("n_ranks, kind, prior, memory, order", [
-    (2, "dense", "gaussian", 2, "random"),
-    (3, "sparse", "gaussian", 4, "random"),
-    (2, "sparse", "exponential", 3, "cyclic"),
+@pytest.mark.parametrize("n_ranks, kind, prior, memory, order, scaled", [
+    (2, "dense", "gaussian", 2, "random", False),
+    (3, "sparse", "gaussian", 4, "random", False),
+    (2, "sparse", "exponential", 3, "cyclic", False),
+    # H^0 = (s^T y / y^T y) I from the reduced Gram matrix: the same bits on the ring
+    (3, "sparse", "gaussian", 4, "random", True),
 ])
-def test_ring_equals_shared_memory(tmp_path, n_ranks, kind, prior, memory, order):
+def test_ring_equals_shared_memory(tmp_path, n_ranks, kind, prior, memory, order, scaled):
     V = data(prior, kind)
-    ring(tmp_path, V, n_ranks, kind, prior, memory, order, 2e-3, tmp_path / "out")
+    ring(tmp_path, V, n_ranks, kind, prior, memory, order, 2e-3, tmp_path / "out",
+         scaled=scaled)
     same_chain(pymf.load(str(tmp_path / "out")),
-               shared(V, kind, prior, memory, order, 2e-3, n_ranks))
+               shared(V, kind, prior, memory, order, 2e-3, n_ranks, scaled))
 
 
 def test_checkpoints_pass_between_the_ring_and_shared_memory(tmp_path):

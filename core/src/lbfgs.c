@@ -83,6 +83,22 @@ int pymf_lbfgs_sqrt_apply(int D, int n_pairs, const double *S, const double *Y, 
     return used;
 }
 
+double pymf_lbfgs_scaled_gamma(int D, int n_pairs, const double *S, const double *Y,
+                               double fallback, const pymf_lbfgs_inner *inner)
+{
+    for (int i = n_pairs - 1; i >= 0; --i) {
+        const double *s = S + (size_t)i * D, *y = Y + (size_t)i * D;
+        double sy;
+        if (pymf_lbfgs_pair_usable(D, s, y, inner, &sy)) {
+            /* s^T y > 0 makes y nonzero, so y^T y > 0; a product that still overflows or
+             * underflows to a non-positive scale falls back rather than break H */
+            const double scale = sy / pymf_lbfgs_dot(inner, y, y, D);
+            return isfinite(scale) && scale > 0.0 ? scale : fallback;
+        }
+    }
+    return fallback;
+}
+
 /* <a, b> = a^T G b for coefficient vectors over a basis with Gram matrix G (n x n). */
 static double gram_dot(const double *a, const double *b, int n, const void *context)
 {
@@ -93,8 +109,9 @@ static double gram_dot(const double *a, const double *b, int n, const void *cont
     return total;
 }
 
-int pymf_lbfgs_gram_products(int m, const double *gram, double gamma, double *step,
-                             double *noise, int *usable, double *work)
+int pymf_lbfgs_gram_products(int m, const double *gram, double gamma, int scaled_gamma,
+                             double *step, double *noise, int *usable, double *gamma_used,
+                             double *work)
 {
     const int n = 2 * m + 2;
     const pymf_lbfgs_inner inner = {gram_dot, gram};
@@ -111,6 +128,10 @@ int pymf_lbfgs_gram_products(int m, const double *gram, double gamma, double *st
             double sy;
             usable[i] = pymf_lbfgs_pair_usable(n, S + (size_t)i * n, Y + (size_t)i * n, &inner, &sy);
         }
+    if (scaled_gamma)
+        gamma = pymf_lbfgs_scaled_gamma(n, m, S, Y, gamma, &inner);
+    if (gamma_used != NULL)
+        *gamma_used = gamma;
     pymf_lbfgs_apply(n, m, S, Y, gamma, g, step, scratch, &inner);
     return pymf_lbfgs_sqrt_apply(n, m, S, Y, gamma, z, noise, scratch, &inner);
 }

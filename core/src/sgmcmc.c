@@ -348,10 +348,14 @@ pymf_status pymf_sgmcmc_run(pymf_sgmcmc *s, int64_t n_iter, const double *eps, d
         const double *from = sample_at(s, quasi_newton ? t - M : t - 1);
         gradient(s, from, batch, s->grad, kind == PYMF_SGMCMC_PSGLD ? s->mean_lik : NULL);
         if (quasi_newton) {
-            pymf_lbfgs_apply(D, s->n_pairs, s->pair_s, s->pair_y, s->config.gamma, s->grad,
-                             s->step, s->work, NULL);
-            pymf_lbfgs_sqrt_apply(D, s->n_pairs, s->pair_s, s->pair_y, s->config.gamma,
-                                  s->noise, s->root_noise, s->work, NULL);
+            const double gamma = s->config.scaled_gamma
+                                     ? pymf_lbfgs_scaled_gamma(D, s->n_pairs, s->pair_s,
+                                                               s->pair_y, s->config.gamma, NULL)
+                                     : s->config.gamma;
+            pymf_lbfgs_apply(D, s->n_pairs, s->pair_s, s->pair_y, gamma, s->grad, s->step,
+                             s->work, NULL);
+            pymf_lbfgs_sqrt_apply(D, s->n_pairs, s->pair_s, s->pair_y, gamma, s->noise,
+                                  s->root_noise, s->work, NULL);
             for (int k = 0; k < D; ++k)
                 s->next[k] = from[k] - e * s->step[k] + root * s->root_noise[k];
         } else if (kind == PYMF_SGMCMC_PSGLD) {

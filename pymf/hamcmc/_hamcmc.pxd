@@ -32,6 +32,7 @@ cdef extern from "pymf/sgmcmc.h" nogil:
         uint64_t seed
         int memory
         double gamma
+        int scaled_gamma
         double lambda_ "lambda"
         double alpha
         const double *metric_chol
@@ -77,6 +78,9 @@ cdef extern from "pymf/lbfgs.h" nogil:
     int pymf_lbfgs_sqrt_apply(int dim, int n_pairs, const double *S, const double *Y,
                               double gamma, const double *z, double *out, double *work,
                               const pymf_lbfgs_inner *inner)
-    int pymf_lbfgs_gram_products(int m, const double *gram, double gamma, double *step,
-                                 double *noise, int *usable, double *work)
+    double pymf_lbfgs_scaled_gamma(int dim, int n_pairs, const double *S, const double *Y,
+                                   double fallback, const pymf_lbfgs_inner *inner)
+    int pymf_lbfgs_gram_products(int m, const double *gram, double gamma, int scaled_gamma,
+                                 double *step, double *noise, int *usable, double *gamma_used,
+                                 double *work)
     int pymf_lbfgs_gram_work(int m)

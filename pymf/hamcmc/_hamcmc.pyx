@@ -74,8 +74,9 @@ def grad_potential(A, x, double noise_var, double prior_var, theta, idx=None):
     return grad, mean
 
 
-def _lbfgs_product(S, Y, double gamma, v, bint root):
-    """(H v or S v, pairs used) for the pairs (rows of S and Y, oldest first)."""
+def _lbfgs_product(S, Y, double gamma, v, bint root, bint scaled_gamma):
+    """(H v or S v, pairs used) for the pairs (rows of S and Y, oldest first); scaled_gamma:
+    H^0 = (s^T y / y^T y) I of the newest usable pair (gamma when none is)."""
     S = np.ascontiguousarray(S, dtype=np.float64)
     Y = np.ascontiguousarray(Y, dtype=np.float64)
     v = np.ascontiguousarray(v, dtype=np.float64)
@@ -89,6 +90,8 @@ def _lbfgs_product(S, Y, double gamma, v, bint root):
     cdef double[::1] o = out, w = work
     cdef const double *sp = &s[0, 0] if n else NULL
     cdef const double *yp = &y[0, 0] if n else NULL
+    if scaled_gamma:
+        gamma = pymf_lbfgs_scaled_gamma(D, n, sp, yp, gamma, NULL)
     if root:
         used = pymf_lbfgs_sqrt_apply(D, n, sp, yp, gamma, &vv[0], &o[0], &w[0], NULL)
     else:
@@ -96,15 +99,29 @@ def _lbfgs_product(S, Y, double gamma, v, bint root):
     return out, used
 
 
-def lbfgs_apply(S, Y, double gamma, g):
-    """(H g, pairs used): the L-BFGS inverse Hessian from gamma I and the pairs (rows of S
-    and Y, oldest first) applied to g."""
-    return _lbfgs_product(S, Y, gamma, g, False)
+def lbfgs_apply(S, Y, double gamma, g, scaled_gamma=False):
+    """(H g, pairs used): the L-BFGS inverse Hessian from gamma I (scaled_gamma: from
+    (s^T y / y^T y) I of the newest usable pair, gamma if none) and the pairs (rows of S and
+    Y, oldest first) applied to g."""
+    return _lbfgs_product(S, Y, gamma, g, False, scaled_gamma)
 
 
-def lbfgs_sqrt_apply(S, Y, double gamma, z):
+def lbfgs_sqrt_apply(S, Y, double gamma, z, scaled_gamma=False):
     """(S z, pairs used) with S S^T = H (Brodlie-Gourlay-Greenstadt product form)."""
-    return _lbfgs_product(S, Y, gamma, z, True)
+    return _lbfgs_product(S, Y, gamma, z, True, scaled_gamma)
+
+
+def lbfgs_scaled_gamma(S, Y, double fallback):
+    """s^T y / y^T y of the newest pair with s^T y > 0 (rows of S and Y, oldest first), or
+    fallback when there is none."""
+    S = np.ascontiguousarray(S, dtype=np.float64)
+    Y = np.ascontiguousarray(Y, dtype=np.float64)
+    if S.ndim != 2 or S.shape != Y.shape or S.shape[1] == 0:
+        raise ValueError("S and Y must be n_pairs x D")
+    cdef int n = S.shape[0], D = S.shape[1]
+    cdef const double[:, ::1] s = S, y = Y
+    return pymf_lbfgs_scaled_gamma(D, n, &s[0, 0] if n else NULL, &y[0, 0] if n else NULL,
+                                   fallback, NULL)
 
 
 # The C sampler points into the model's arrays: the cycle collector must not clear that
@@ -117,8 +134,8 @@ cdef class Chain:
     cdef readonly int dim
 
     def __cinit__(self, A, x, double noise_var, double prior_var, str kind, int64_t batch_size,
-                  uint64_t seed, int memory=2, double gamma=1.0, double lam=0.0,
-                  double alpha=0.99, metric_chol=None):
+                  uint64_t seed, int memory=2, double gamma=1.0, bint scaled_gamma=False,
+                  double lam=0.0, double alpha=0.99, metric_chol=None):
         cdef pymf_sgmcmc_config config
         cdef pymf_error err
         self.s = NULL
@@ -131,6 +148,7 @@ cdef class Chain:
         config.seed = seed
         config.memory = memory
         config.gamma = gamma
+        config.scaled_gamma = scaled_gamma
         config.lambda_ = lam
         config.alpha = alpha
         config.metric_chol = NULL

@@ -10,6 +10,7 @@ cdef extern from "pymf/hamcmc_mf.h" nogil:
     ctypedef struct pymf_hamcmc_mf_config:
         int memory
         double gamma
+        int scaled_gamma
         double lambda_ "lambda"
         pymf_part_order part_order
         uint64_t noise_seed

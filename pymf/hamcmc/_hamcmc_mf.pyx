@@ -25,7 +25,8 @@ cdef class HamcmcChain(FactorChain):
 
     def __cinit__(self, BlockedData data, int rank, double beta, double phi, str prior,
                   double lam_w, double lam_h, uint64_t noise_seed, uint64_t schedule_seed,
-                  int memory=2, double gamma=1.0, double lam=0.0, str part_order="cyclic",
+                  int memory=2, double gamma=1.0, bint scaled_gamma=False, double lam=0.0,
+                  str part_order="cyclic",
                   int n_threads=0, int only_row_block=-1):
         cdef pymf_nmf_model model
         cdef pymf_hamcmc_mf_config config
@@ -39,6 +40,7 @@ cdef class HamcmcChain(FactorChain):
         model = nmf_model(rank, beta, phi, prior, lam_w, lam_h)
         config.memory = memory
         config.gamma = gamma
+        config.scaled_gamma = scaled_gamma
         config.lambda_ = lam
         config.part_order = _ORDERS[part_order]
         config.noise_seed = noise_seed

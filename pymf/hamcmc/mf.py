@@ -71,7 +71,8 @@ def make_chain(settings, data, model, noise_seed, schedule_seed, batch_size, onl
     sampler = settings.sampler
     return HamcmcChain(data, model.rank, model.beta, model.phi, model.prior, model.lam_w,
                        model.lam_h, noise_seed, schedule_seed, memory=sampler.memory,
-                       gamma=sampler.gamma, lam=sampler.lam, part_order=settings.part_order,
+                       gamma=sampler.gamma, scaled_gamma=sampler.scaled_gamma, lam=sampler.lam,
+                       part_order=settings.part_order,
                        n_threads=settings.n_threads, only_row_block=only_row_block)
 
 

@@ -44,6 +44,12 @@ class HAMCMC(_StochasticGradientMCMC):
     lam added to the curvature pairs (y += lam s: an L-BFGS of (Hessian + lam I)^-1, which
     keeps H positive definite when minibatch curvature is not).
 
+    scaled_gamma=True: the standard L-BFGS scaling (Nocedal & Wright eq. 7.20): every
+    quasi-Newton iteration starts its recursion from H^0 = (s^T y / y^T y) I of the newest
+    memory pair that enters H (s^T y > 0), so H^0 follows the curvature along the latest
+    steps instead of a fixed gamma; gamma then only preconditions the first 2M (Langevin)
+    iterations and stands in while no pair in memory is usable.
+
     On a LinearGaussian model each iteration draws batch_size entries (None: all of them).
     On a TweedieNMF model (pymf.hamcmc.mf) the minibatches are the parts of a blocks x blocks
     grid, as PSGLD's (permute: shuffle rows and columns before cutting), the blocks of a
@@ -61,7 +67,8 @@ class HAMCMC(_StochasticGradientMCMC):
     kind = "hamcmc"
 
     def __init__(self, memory=2, gamma=1.0, lam=0.0, step_size="auto", batch_size=0.01,
-                 blocks=None, part_order="random", permute=False, n_threads=None):
+                 blocks=None, part_order="random", permute=False, n_threads=None,
+                 scaled_gamma=False):
         super().__init__(step_size, batch_size)
         if isinstance(memory, bool) or not isinstance(memory, numbers.Integral) \
                 or not 2 <= memory <= 64:
@@ -72,6 +79,7 @@ class HAMCMC(_StochasticGradientMCMC):
                 or not (math.isfinite(lam) and lam >= 0):
             raise ValueError(f"lam must be >= 0 and finite, got {lam!r}")
         self.lam = float(lam)
+        self.scaled_gamma = check_flag(scaled_gamma, "scaled_gamma")
         # the matrix-factorisation settings (pymf.hamcmc.mf)
         self.blocks = None if blocks is None else check_blocks(blocks)
         if part_order not in ("cyclic", "random"):
@@ -81,7 +89,8 @@ class HAMCMC(_StochasticGradientMCMC):
         self.n_threads = check_threads(n_threads)
 
     def chain_options(self):
-        return {"memory": self.memory, "gamma": self.gamma, "lam": self.lam}
+        return {"memory": self.memory, "gamma": self.gamma, "scaled_gamma": self.scaled_gamma,
+                "lam": self.lam}
 
     def grid_params(self):
         """The matrix-factorisation settings, recorded in a TweedieNMF run's params."""
@@ -90,7 +99,8 @@ class HAMCMC(_StochasticGradientMCMC):
 
     def __repr__(self):
         grid = "" if self.blocks is None else f", blocks={self.blocks}"
-        return (f"HAMCMC(memory={self.memory}, gamma={self.gamma}, lam={self.lam}, "
+        scaled = ", scaled_gamma=True" if self.scaled_gamma else ""
+        return (f"HAMCMC(memory={self.memory}, gamma={self.gamma}{scaled}, lam={self.lam}, "
                 f"step_size={self.step_size!r}, batch_size={self._batch}{grid})")
 
 

@@ -3,6 +3,8 @@
     pymf sample --model tweedie --beta 1 --rank 32 --sampler psgld --blocks 32 \\
                 --data demo --samples 10000 --out DIR
     pymf sample --sampler gibbs --data demo --samples 200 --out DIR
+    pymf sample --sampler hamcmc --memory 3 --scaled-gamma --lam 1 --prior gaussian --beta 2 \\
+                --data ratings.npz --samples 2000 --out DIR
     pymf fit --optimizer dsgd --blocks 8 --epochs 20 --data demo --out DIR
 """
 import json
@@ -46,12 +48,12 @@ def _model_arguments(parser):
                         help="prior rate (exponential) or precision (gaussian) of H's entries")
 
 
-def _block_arguments(parser, what):
+def _block_arguments(parser, what, part_order="cyclic", part_order_note=""):
     parser.add_argument("--blocks", type=int, default=8,
                         help=f"B: rows and columns are cut into B pieces ({what})")
-    parser.add_argument("--part-order", choices=["cyclic", "random"], default="cyclic",
+    parser.add_argument("--part-order", choices=["cyclic", "random"], default=part_order,
                         help="part t runs (t - 1) mod B (cyclic) or a random part, with "
-                             "probability its share of the entries")
+                             "probability its share of the entries" + part_order_note)
     parser.add_argument("--permute", action="store_true",
                         help="shuffle rows/columns before blocking")
 
@@ -89,11 +91,29 @@ def _data_arguments(parser):
 def sample_arguments(parser):
     """The options of `pymf sample`."""
     _model_arguments(parser)
-    parser.add_argument("--sampler", choices=["psgld", "sgld", "ld", "gibbs"], default="psgld",
+    parser.add_argument("--sampler", choices=["psgld", "sgld", "ld", "gibbs", "hamcmc"],
+                        default="psgld",
                         help="psgld: parallel SGLD on a B x B grid; sgld: minibatch SGLD; ld: "
                              "Langevin dynamics on all entries; gibbs: the Poisson-NMF Gibbs "
-                             "sampler (beta 1, exponential prior, integer data)")
-    _block_arguments(parser, "PSGLD")
+                             "sampler (beta 1, exponential prior, integer data); hamcmc: "
+                             "stochastic quasi-Newton Langevin (L-BFGS of the last 2M samples) "
+                             "on PSGLD's B x B grid")
+    _block_arguments(parser, "PSGLD, HAMCMC", part_order=None,
+                     part_order_note="; None: cyclic, except random for hamcmc (its M "
+                                     "interleaved sub-chains would each see only some of the "
+                                     "cyclic parts)")
+    parser.add_argument("--memory", type=int, default=2,
+                        help="HAMCMC: memory M >= 2 (the curvature pairs of the last 2M "
+                             "samples)")
+    parser.add_argument("--gamma", type=float, default=1.0,
+                        help="HAMCMC: H^0 = gamma I (with --scaled-gamma: only in the first 2M "
+                             "iterations and while no memory pair is usable)")
+    parser.add_argument("--scaled-gamma", action="store_true",
+                        help="HAMCMC: H^0 = (s^T y / y^T y) I of the newest memory pair "
+                             "(the standard L-BFGS scaling)")
+    parser.add_argument("--lam", type=float, default=0.0,
+                        help="HAMCMC: y += lam s in the curvature pairs (keeps H positive "
+                             "definite where the minibatch curvature is not)")
     parser.add_argument("--backend", choices=["cpu", "cuda"], default="cpu",
                         help="PSGLD on the CPU (OpenMP) or on a GPU")
     parser.add_argument("--dtype", choices=["float64", "float32"], default="float64",
@@ -159,9 +179,15 @@ def _make_sampler(args):
     else:
         step = args.step_size
     if args.sampler == "psgld":
-        return PSGLD(blocks=args.blocks, step_size=step, part_order=args.part_order,
+        return PSGLD(blocks=args.blocks, step_size=step, part_order=args.part_order or "cyclic",
                      permute=args.permute, n_threads=args.threads, backend=args.backend,
                      dtype=args.dtype)
+    if args.sampler == "hamcmc":
+        from pymf.hamcmc.samplers import HAMCMC  # pymf.hamcmc imports pymf.nmf
+        return HAMCMC(memory=args.memory, gamma=args.gamma, scaled_gamma=args.scaled_gamma,
+                      lam=args.lam, step_size=step, blocks=args.blocks,
+                      part_order=args.part_order or "random", permute=args.permute,
+                      n_threads=args.threads)
     if args.sampler == "sgld":
         batch = int(args.batch_size) if args.batch_size > 1 else args.batch_size
         return SGLD(step_size=step, batch_size=batch, n_threads=args.threads)
@@ -192,8 +218,11 @@ def cmd_sample(args):
     result.save(args.out)
     iterations = result.iterations
     sampling = float(result.trace["time"][-1])
+    sampler_params = sampler.params()
+    if hasattr(sampler, "grid_params"):  # HAMCMC: its grid settings are kept apart
+        sampler_params.update(sampler.grid_params())
     summary = {
-        "model": model.params(), "sampler": sampler.params(), "shape": list(np.shape(data)),
+        "model": model.params(), "sampler": sampler_params, "shape": list(np.shape(data)),
         "iterations": iterations, "kept_samples": result.n_kept,
         "sampling_seconds": round(sampling, 4), "wall_seconds": round(wall, 4),
         "samples_per_second": round(iterations / sampling, 2) if sampling > 0 else None,

@@ -12,7 +12,9 @@
  *   t >  M:  the pair s_t = theta_t - theta_{t-M},
  *            y_t = grad U_t(theta_t) - grad U_t(theta_{t-M}) + lambda s_t,
  * H_t, S_t the L-BFGS inverse Hessian and its square root from gamma I and the pairs
- * t-M+1 .. t-1 (pymf/lbfgs.h; pairs with s^T y <= 0 left out and counted). The exponential
+ * t-M+1 .. t-1 (pymf/lbfgs.h; pairs with s^T y <= 0 left out and counted); with scaled_gamma
+ * H^0 = (s^T y / y^T y) I of the newest pair in H_t, whose s^T y and y^T y are entries of the
+ * reduced Gram matrix (so the scale, too, is the same bits for any cut). The exponential
  * prior's support is the non-negative orthant: new states are mirrored (theta <- |theta|),
  * as PSGLD's are (exact for a diagonal preconditioner; with HAMCMC's dense H_t an
  * approximation at the boundary). The noise z of row i of W (of H^T) at iteration t is
@@ -40,6 +42,9 @@
 typedef struct {
     int memory;                 /* M >= 2 */
     double gamma;               /* H^0 = gamma I, > 0 */
+    int scaled_gamma;           /* nonzero: t > 2M uses H^0 = (s^T y / y^T y) I of the newest
+                                   pair in H_t (pymf_lbfgs_scaled_gamma, from the reduced Gram
+                                   matrix), gamma only for t <= 2M and while no pair is usable */
     double lambda;              /* y += lambda s, >= 0 */
     pymf_part_order part_order; /* cyclic (t - 1) mod B, or random with prob |Pi| / N */
     uint64_t noise_seed;        /* Philox key of z */

@@ -56,13 +56,24 @@ int pymf_lbfgs_sqrt_apply(int dim, int n_pairs, const double *S, const double *Y
                           const double *z, double *out, double *work,
                           const pymf_lbfgs_inner *inner);
 
+/* The standard scaling of H^0 (Nocedal & Wright, Numerical Optimization, eq. 7.20):
+ * gamma = s^T y / y^T y of the newest pair that enters H (s^T y > 0), i.e. the inverse of a
+ * Rayleigh quotient of the average Hessian along s, so that H^0 = gamma I has the size of
+ * the inverse Hessian in the direction of the latest step. Returns `fallback` when no pair
+ * is usable. Same inner-product convention as the products above. */
+double pymf_lbfgs_scaled_gamma(int dim, int n_pairs, const double *S, const double *Y,
+                               double fallback, const pymf_lbfgs_inner *inner);
+
 /* Both products in the coefficients of the basis (s_0 .. s_{m-1}, y_0 .. y_{m-1}, g, z),
  * n = 2 m + 2 vectors, from their Gram matrix gram (n x n, symmetric, row-major):
- * H g = sum_i step[i] basis_i and S z = sum_i noise[i] basis_i. work:
- * pymf_lbfgs_gram_work(m) doubles. *usable (m flags, may be NULL): whether pair i entered H.
+ * H g = sum_i step[i] basis_i and S z = sum_i noise[i] basis_i, from H^0 = gamma I, or
+ * (scaled_gamma != 0) from pymf_lbfgs_scaled_gamma's H^0 with gamma as its fallback (its
+ * s^T y and y^T y are entries of gram). work: pymf_lbfgs_gram_work(m) doubles. *usable (m
+ * flags, may be NULL): whether pair i entered H. *gamma_used (may be NULL): the H^0 scale.
  * Returns the number of pairs used. */
-int pymf_lbfgs_gram_products(int m, const double *gram, double gamma, double *step,
-                             double *noise, int *usable, double *work);
+int pymf_lbfgs_gram_products(int m, const double *gram, double gamma, int scaled_gamma,
+                             double *step, double *noise, int *usable, double *gamma_used,
+                             double *work);
 static inline int pymf_lbfgs_gram_work(int m)
 {
     const int n = 2 * m + 2;

@@ -27,7 +27,10 @@
  *           units throughout), which provide the first samples and pairs the recursion needs
  *           (the paper assumes theta_0 .. theta_2M given). In the directions the M - 1 pairs
  *           do not reach, H_t stays close to gamma I: gamma must suit the stiffest direction
- *           as an SGLD step would (eps gamma * largest curvature < 2).
+ *           as an SGLD step would (eps gamma * largest curvature < 2). With scaled_gamma the
+ *           quasi-Newton iterations use H^0 = gamma_t I, gamma_t = s^T y / y^T y of the newest
+ *           pair in H_t (Nocedal & Wright eq. 7.20; gamma when none is usable): a function of
+ *           the same pairs, so H_t still does not depend on theta_{t-M}.
  *
  * Randomness: the Gaussians z of iteration t and the minibatch of iteration t come from
  * Philox (philox.h) indexed by (seed, stream, t): the chain is a pure function of (seed, t).
@@ -56,6 +59,10 @@ typedef struct {
     uint64_t seed;             /* Philox key of the noise and the minibatches */
     int memory;                /* HAMCMC: M >= 2 */
     double gamma;              /* HAMCMC: H^0 = gamma I (> 0) */
+    int scaled_gamma;          /* HAMCMC: nonzero: in the quasi-Newton iterations H^0 =
+                                  (s^T y / y^T y) I of the newest pair in H
+                                  (pymf_lbfgs_scaled_gamma); gamma only in the first 2M
+                                  iterations and while no pair is usable */
     double lambda;             /* HAMCMC: y += lambda s (>= 0); PSGLD: lambda in 1/(lambda + sqrt V) (> 0) */
     double alpha;              /* PSGLD: V's forgetting factor, in [0, 1) */
     const double *metric_chol; /* SGRLD: L (D x D, row-major, lower), copied at create */
