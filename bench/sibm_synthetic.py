@@ -75,12 +75,16 @@ def main(argv=None):
                         help="the fixed minibatch size compared with 'auto'")
     parser.add_argument("--threads", type=int, default=None, help="OpenMP threads")
     parser.add_argument("--out", default="results/sibm_synthetic", help="output prefix")
+    parser.add_argument("--samplings", nargs="+", default=["uniform", "balanced", "biased"],
+                        choices=["uniform", "balanced", "biased"],
+                        help="SIBM's strategies to run (batch VB always runs: it sets the "
+                             "target)")
     args = parser.parse_args(argv)
     X, _, _, _ = pymf.sibm.make_binary_mf(args.size, args.size, args.rank, density=args.density,
                                           scale=args.scale, seed=args.data_seed)
     train, test = pymf.sibm.holdout(X, 0.1, seed=args.data_seed)
     methods = {"batch VB": lambda: pymf.BatchVB(n_threads=args.threads)}
-    for sampling in ("uniform", "balanced", "biased"):
+    for sampling in args.samplings:
         methods[f"{sampling} auto"] = lambda s=sampling: pymf.SIBM(
             sampling=s, batch_size="auto", n_threads=args.threads)
         methods[f"{sampling} {args.fixed_batch}"] = lambda s=sampling: pymf.SIBM(
