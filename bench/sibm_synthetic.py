@@ -43,9 +43,10 @@ def _timed(fn):
     return time.perf_counter() - started
 
 
-def run(method, X, test, rank, seconds, seed, trace_every):
+def run(method, X, test, rank, seconds, seed, trace_every, target=None):
     def stop(info):
-        return info["time"] >= seconds
+        reached = target is not None and info.get("test_loglik", -np.inf) >= target
+        return info["time"] >= seconds or reached
     res = pymf.fit(pymf.LogisticMF(rank), X, method, n_updates=10 ** 9, seed=seed, test=test,
                    trace_every=trace_every, callback=stop, progress=False)
     return res
@@ -79,25 +80,38 @@ def main(argv=None):
                         choices=["uniform", "balanced", "biased"],
                         help="SIBM's strategies to run (batch VB always runs: it sets the "
                              "target)")
+    parser.add_argument("--theta-delta", type=float, nargs="+", default=None,
+                        help="the automatic size's theta_delta values to run (default: "
+                             "SIBM's own); a search for its default belongs on a developers' "
+                             "matrix (--data-seed 0), not the reported one")
+    parser.add_argument("--stop-at-target", action="store_true",
+                        help="stop each SIBM run once it reaches batch VB's final test "
+                             "log-likelihood (batch VB runs first): a search, not a curve")
     args = parser.parse_args(argv)
     X, _, _, _ = pymf.sibm.make_binary_mf(args.size, args.size, args.rank, density=args.density,
                                           scale=args.scale, seed=args.data_seed)
     train, test = pymf.sibm.holdout(X, 0.1, seed=args.data_seed)
     methods = {"batch VB": lambda: pymf.BatchVB(n_threads=args.threads)}
     for sampling in args.samplings:
-        methods[f"{sampling} auto"] = lambda s=sampling: pymf.SIBM(
-            sampling=s, batch_size="auto", n_threads=args.threads)
+        for theta in args.theta_delta or [None]:
+            extra = {} if theta is None else {"theta_delta": theta}
+            label = f"{sampling} auto" + ("" if theta is None else f" td={theta:g}")
+            methods[label] = lambda s=sampling, e=extra: pymf.SIBM(
+                sampling=s, batch_size="auto", n_threads=args.threads, **e)
         methods[f"{sampling} {args.fixed_batch}"] = lambda s=sampling: pymf.SIBM(
             sampling=s, batch_size=args.fixed_batch, n_threads=args.threads)
     gflops = dgemm_gflops()
     results = {}
+    target = None
     for name, make in methods.items():
         runs = []
         for seed in range(args.repeats):
             trace_every = 1 if name == "batch VB" else 50
-            runs.append(run(make(), train, test, args.rank, args.seconds, seed, trace_every))
+            runs.append(run(make(), train, test, args.rank, args.seconds, seed, trace_every,
+                            target if args.stop_at_target else None))
         results[name] = runs
-    target = statistics.median(float(r.trace["test_loglik"][-1]) for r in results["batch VB"])
+        if name == "batch VB":
+            target = statistics.median(float(r.trace["test_loglik"][-1]) for r in runs)
     batch_time = statistics.median(first_time_at(r, target) or np.inf for r in results["batch VB"])
     rows, document = [], {"size": args.size, "data_seed": args.data_seed, "ones": int(train.nnz), "rank": args.rank,
                           "threads": args.threads or os.cpu_count(), "seconds": args.seconds,
