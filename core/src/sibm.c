@@ -46,6 +46,7 @@ struct pymf_sibm {
     int64_t *rows, *cols;
     double *x, *w_row, *w_col, *w_z, *es, *vs, *ta, *tb;
     int64_t *order_row, *order_col, *seg_row, *seg_col; /* segments: start offsets, + end */
+    int64_t *seg_of_row, *seg_of_col; /* each draw's segment (its row's, its column's) */
     int64_t n_seg_row, n_seg_col;
     double *seg_t1, *seg_t2, *seg_old_m, *seg_old_v, *seg_rho;
     /* the spread of each row's (column's) per-draw targets: sum over d of Var and |E|^2 */
@@ -285,10 +286,12 @@ static void free_scratch(pymf_sibm *s)
     free(s->rows); free(s->cols); free(s->x); free(s->w_row); free(s->w_col); free(s->w_z);
     free(s->es); free(s->vs); free(s->ta); free(s->tb);
     free(s->order_row); free(s->order_col); free(s->seg_row); free(s->seg_col);
+    free(s->seg_of_row); free(s->seg_of_col);
     free(s->seg_t1); free(s->seg_t2); free(s->seg_old_m); free(s->seg_old_v);
     free(s->row_var); free(s->row_mean_sq); free(s->col_var); free(s->col_mean_sq);
     free(s->seg_rho);
     s->rows = s->cols = s->order_row = s->order_col = s->seg_row = s->seg_col = NULL;
+    s->seg_of_row = s->seg_of_col = NULL;
     s->x = s->w_row = s->w_col = s->w_z = s->es = s->vs = s->ta = s->tb = NULL;
     s->seg_t1 = s->seg_t2 = s->seg_old_m = s->seg_old_v = s->seg_rho = NULL;
     s->row_var = s->row_mean_sq = s->col_var = s->col_mean_sq = NULL;
@@ -322,6 +325,7 @@ static int reserve(pymf_sibm *s, int64_t n)
     s->ta = malloc(c * sizeof(double)); s->tb = malloc(c * sizeof(double));
     s->order_row = malloc(c * 2 * sizeof(int64_t)); s->order_col = malloc(c * 2 * sizeof(int64_t));
     s->seg_row = malloc((c + 1) * sizeof(int64_t)); s->seg_col = malloc((c + 1) * sizeof(int64_t));
+    s->seg_of_row = malloc(c * sizeof(int64_t)); s->seg_of_col = malloc(c * sizeof(int64_t));
     s->seg_t1 = malloc(c * sizeof(double)); s->seg_t2 = malloc(c * sizeof(double));
     s->seg_old_m = malloc(c * sizeof(double)); s->seg_old_v = malloc(c * sizeof(double));
     s->row_var = malloc(c * sizeof(double)); s->row_mean_sq = malloc(c * sizeof(double));
@@ -329,6 +333,7 @@ static int reserve(pymf_sibm *s, int64_t n)
     s->seg_rho = malloc(c * sizeof(double));
     if (!s->rows || !s->cols || !s->x || !s->w_row || !s->w_col || !s->w_z || !s->es || !s->vs ||
         !s->ta || !s->tb || !s->order_row || !s->order_col || !s->seg_row || !s->seg_col ||
+        !s->seg_of_row || !s->seg_of_col ||
         !s->seg_t1 || !s->seg_t2 || !s->seg_old_m || !s->seg_old_v || !s->row_var ||
         !s->row_mean_sq || !s->col_var || !s->col_mean_sq || !s->seg_rho) {
         free_scratch(s);
@@ -627,7 +632,8 @@ static int compare_keyed(const void *a, const void *b)
 }
 
 /* order = draws sorted by (key, draw); seg = start offsets of runs of one key, plus the end */
-static int64_t group_by(const int64_t *keys, int64_t n, int64_t *order_pairs, int64_t *seg)
+static int64_t group_by(const int64_t *keys, int64_t n, int64_t *order_pairs, int64_t *seg,
+                        int64_t *seg_of)
 {
     keyed *pairs = (keyed *)order_pairs;
     for (int64_t k = 0; k < n; ++k) {
@@ -636,9 +642,11 @@ static int64_t group_by(const int64_t *keys, int64_t n, int64_t *order_pairs, in
     }
     qsort(pairs, (size_t)n, sizeof(keyed), compare_keyed);
     int64_t n_seg = 0;
-    for (int64_t k = 0; k < n; ++k)
+    for (int64_t k = 0; k < n; ++k) {
         if (k == 0 || pairs[k].key != pairs[k - 1].key)
             seg[n_seg++] = k;
+        seg_of[pairs[k].index] = n_seg - 1;
+    }
     seg[n_seg] = n;
     return n_seg;
 }
@@ -717,19 +725,22 @@ static pymf_status factor_stage(pymf_sibm *s, int rows, int d, double rho, int n
         const double n2 = (1.0 - r) * eta2[a] + r * s->seg_t2[g];
         eta1[a] = n1;
         eta2[a] = n2;
+        /* the targets are spent: the slots now hold the new mean and variance */
+        s->seg_t1[g] = natural_mean(eta1[a], eta2[a]);
+        s->seg_t2[g] = natural_var(eta2[a]);
     }
-    /* E[s] and Var[s] of every draw follow its row's (column's) new factor */
-#pragma omp parallel for schedule(dynamic, 64) num_threads(nt) if(n >= SIBM_PARALLEL_MIN)
-    for (int64_t g = 0; g < n_seg; ++g) {
-        const int64_t first = order[seg[g]].index, a = own[first] * D + d;
+    /* E[s] and Var[s] of every draw follow its row's (column's) new factor; by draw, so
+     * that each thread writes its own stretch of es and vs (by segment, the threads' draws
+     * interleave and share cache lines) */
+    const int64_t *seg_of = rows ? s->seg_of_row : s->seg_of_col;
+#pragma omp parallel for schedule(static) num_threads(nt) if(n >= SIBM_PARALLEL_MIN)
+    for (int64_t k = 0; k < n; ++k) {
+        const int64_t g = seg_of[k], b = other[k] * D + d;
         const double m_old = s->seg_old_m[g], v_old = s->seg_old_v[g];
-        const double m_new = natural_mean(eta1[a], eta2[a]), v_new = natural_var(eta2[a]);
-        for (int64_t q = seg[g]; q < seg[g + 1]; ++q) {
-            const int64_t k = order[q].index, b = other[k] * D + d;
-            const double mo = natural_mean(oth1[b], oth2[b]), vo = natural_var(oth2[b]);
-            s->es[k] += (m_new - m_old) * mo;
-            s->vs[k] += product_var(m_new, v_new, mo, vo) - product_var(m_old, v_old, mo, vo);
-        }
+        const double m_new = s->seg_t1[g], v_new = s->seg_t2[g];
+        const double mo = natural_mean(oth1[b], oth2[b]), vo = natural_var(oth2[b]);
+        s->es[k] += (m_new - m_old) * mo;
+        s->vs[k] += product_var(m_new, v_new, mo, vo) - product_var(m_old, v_old, mo, vo);
     }
     return PYMF_OK;
 }
@@ -738,8 +749,8 @@ static pymf_status factor_stage(pymf_sibm *s, int rows, int d, double rho, int n
 static pymf_status update_scratch(pymf_sibm *s, int64_t n, double rho, pymf_error *err)
 {
     const int nt = threads(s), D = s->D;
-    s->n_seg_row = group_by(s->rows, n, s->order_row, s->seg_row);
-    s->n_seg_col = group_by(s->cols, n, s->order_col, s->seg_col);
+    s->n_seg_row = group_by(s->rows, n, s->order_row, s->seg_row, s->seg_of_row);
+    s->n_seg_col = group_by(s->cols, n, s->order_col, s->seg_col, s->seg_of_col);
     const keyed *by_row = (const keyed *)s->order_row, *by_col = (const keyed *)s->order_col;
 #pragma omp parallel for schedule(static) num_threads(nt) if(n >= SIBM_PARALLEL_MIN)
     for (int64_t k = 0; k < n; ++k)
