@@ -397,10 +397,7 @@ def bpmf_dsgld_square_resumed():
     """Stopped at round 20 by a KeyboardInterrupt (checkpoint written), then resumed by the
     same call: must give bpmf_dsgld_square's digests."""
     train, test = bpmf_split()
-
-    def interrupt(info):
-        if info["iteration"] >= 20:
-            raise KeyboardInterrupt
+    interrupt = _interrupt_at(20)
 
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = os.path.join(tmp, "bpmf.npz")
@@ -498,10 +495,7 @@ def sibm_resumed():
     """Stopped after update 15 (checkpoint written), then resumed by the same call: must give
     sibm_biased_auto_threads1's digests."""
     method = pymf.SIBM(sampling="biased", batch_size="auto", n_threads=1)
-
-    def interrupt(info):
-        if info["iteration"] >= 15:
-            raise KeyboardInterrupt
+    interrupt = _interrupt_at(15)
 
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = os.path.join(tmp, "sibm.npz")
