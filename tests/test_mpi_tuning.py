@@ -49,10 +49,13 @@ from mpi4py import MPI
 V = np.load(sys.argv[1])
 model = pymf.TweedieNMF(3, beta=2.0, phi=sys.argv[3] if sys.argv[3] == "sample" else float(sys.argv[3]),
                         prior="gaussian")
-step = sys.argv[4] if sys.argv[4] == "auto" else float(sys.argv[4])
-stop_at = int(sys.argv[5]) if len(sys.argv) > 5 else None
+steps = {"auto": "auto", "bounded": pymf.AutoStep(minibatch_noise=0.1)}
+step = steps[sys.argv[4]] if sys.argv[4] in steps else float(sys.argv[4])
+stop_at = int(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[5] != "none" else None
+burnin = int(sys.argv[6]) if len(sys.argv) > 6 else 0
 sampler = pymf.PSGLD(blocks=MPI.COMM_WORLD.size, step_size=step)
-pymf.mpi.sample(model, V, sampler, 40, thin=2, seed=3, out_dir=sys.argv[2], checkpoint_every=4,
+pymf.mpi.sample(model, V, sampler, 40, burnin=burnin, thin=2, seed=3, out_dir=sys.argv[2],
+                checkpoint_every=4,
                 callback=None if stop_at is None else lambda info: info["iteration"] >= stop_at)
 """
 
@@ -99,6 +102,23 @@ def test_psgld_ring_with_auto_step_equals_shared_memory(tmp_path):
     assert distributed.params["auto_step"] == shared.params["auto_step"]
     assert distributed.params["sampler"]["step_size"] == shared.params["sampler"]["step_size"]
     assert shared.params["sampler"]["step_size"]["kind"] == "constant"
+    assert_same_chain(distributed, shared)
+
+
+def test_psgld_ring_with_the_noise_bounded_auto_step_equals_shared_memory(tmp_path):
+    """AutoStep(minibatch_noise=0.1) on the ring: rank 0's rule broadcasts the whole
+    schedule (the stable step for the 10 burn-in iterations, the bounded one after)."""
+    V = gaussian_data()
+    np.save(tmp_path / "V.npy", V)
+    run_script(tmp_path, PSGLD_SCRIPT, 2, tmp_path / "V.npy", tmp_path / "out", "sample",
+               "bounded", "none", 10)
+    distributed = pymf.load(str(tmp_path / "out"))
+    model = pymf.TweedieNMF(3, beta=2.0, phi="sample", prior="gaussian")
+    shared = pymf.sample(model, V, pymf.PSGLD(blocks=2, step_size=pymf.AutoStep(0.1)),
+                         n_samples=40, burnin=10, thin=2, seed=3)
+    assert distributed.params["auto_step"] == shared.params["auto_step"]
+    assert distributed.params["sampler"]["step_size"] == shared.params["sampler"]["step_size"]
+    assert shared.params["sampler"]["step_size"]["kind"] == "burnin_then"
     assert_same_chain(distributed, shared)
 
 
