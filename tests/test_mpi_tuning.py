@@ -146,9 +146,11 @@ def test_hamcmc_ring_with_auto_step_equals_shared_memory(tmp_path):
     assert_same_chain(distributed, shared)
 
 
-def test_dsgld_server_with_auto_step_equals_shared_memory(tmp_path):
+@pytest.mark.parametrize("minibatch_noise", [None, 0.1])
+def test_dsgld_server_with_auto_step_equals_shared_memory(tmp_path, minibatch_noise):
     """DSGLD's default step ("auto") on the parameter server: the server runs the rule and
-    pilot of shared memory's chains (the same start, init included)."""
+    pilot of shared memory's chains (the same start, init included); with
+    --minibatch-noise 0.1 the bounded step after the burn-in as well."""
     from support import synthetic_ratings
     R = synthetic_ratings(L=40, M=30, D=3)
     path = tmp_path / "ratings.npz"
@@ -157,13 +159,19 @@ def test_dsgld_server_with_auto_step_equals_shared_memory(tmp_path):
                "--data", str(path), "--rank", "3", "--batch-size", "30", "--round-length", "4",
                "--samples", "20", "--burnin", "10", "--thin", "5", "--seed", "9",
                "--test-fraction", "0.2", "--split-seed", "1", "--out", str(tmp_path / "mpi.npz")]
+    if minibatch_noise is not None:
+        command += ["--minibatch-noise", str(minibatch_noise)]
     done = subprocess.run(command, cwd=tmp_path, env=mpi_env(), capture_output=True, text=True,
                           timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     distributed = pymf.load(tmp_path / "mpi.npz")
     train, test = R.split(0.2, seed=1)
-    shared = pymf.sample(pymf.BPMF(3), train, pymf.DSGLD(batch_size=30, round_length=4),
-                         n_samples=20, burnin=10, thin=5, seed=9, test=test)
+    sampler = pymf.DSGLD(batch_size=30, round_length=4,
+                         step_size=pymf.AutoStep(minibatch_noise=minibatch_noise))
+    shared = pymf.sample(pymf.BPMF(3), train, sampler, n_samples=20, burnin=10, thin=5, seed=9,
+                         test=test)
+    kind = "annealed" if minibatch_noise is None else "burnin_then"
+    assert shared.params["sampler"]["step_size"]["kind"] == kind
     assert distributed.params["auto_step"] == shared.params["auto_step"]
     assert distributed.params["sampler"]["step_size"] == shared.params["sampler"]["step_size"]
     for key in shared.samples:

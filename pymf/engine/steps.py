@@ -105,6 +105,17 @@ def with_burnin(schedule_of, eps, info, burnin):
     return BurninStep(schedule_of(info["burnin_eps"]), sampling, burnin)
 
 
+def step_option(step, minibatch_noise, schedule_of=ConstantStep):
+    """A command line's step: "auto" (AutoStep(minibatch_noise)) or schedule_of(number);
+    --minibatch-noise bounds an automatic step only."""
+    if step == "auto":
+        return AutoStep(minibatch_noise)
+    if minibatch_noise is not None:
+        raise ValueError("--minibatch-noise bounds the automatic step: use it with the step "
+                         f"'auto', not {step!r}")
+    return schedule_of(step)
+
+
 def as_step_size(step_size):
     if isinstance(step_size, (ConstantStep, PolynomialDecay, AnnealedStep, AutoStep, BurninStep)):
         return step_size
