@@ -13,6 +13,9 @@ seed 0):
           precisions, tau included, drawn every round instead of every 10), each for
           --rounds rounds (fixed, not a time budget, so that the shared machine's load does
           not decide), burn-in 200, thin 5.
+          Also pymf.AutoStep(minibatch_noise=0.1): the step bounded for the minibatch
+          noise after the burn-in (pymf.engine.autostep, point 4).
+          --dsgld-only runs the DSGLD settings alone.
   Gibbs   600 sweeps (burn-in 100) with the defaults (Normal-Wishart hyperprior, tau ~
           Gamma(1, 1)), against 1500 sweeps and the diagonal "gamma" hyperprior (the model
           DSGLD samples).
@@ -53,6 +56,7 @@ def main(argv=None):
     p.add_argument("--dev-seed", type=int, default=1)
     p.add_argument("--rounds", type=int, default=1500)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--dsgld-only", action="store_true", help="skip the Gibbs settings")
     p.add_argument("--out", default=os.path.join(HERE, "..", "results", "coverage_search"))
     args = p.parse_args(argv)
     if not os.path.exists(args.data):
@@ -73,14 +77,20 @@ def main(argv=None):
     rows.append(measure("DSGLD hyper_every=1", pymf.BPMF(10),
                         pymf.DSGLD(n_threads=args.threads, hyper_every=1), dev_train, dev_val,
                         **dsgld_run)[0])
-    gibbs_run = dict(n_samples=500, burnin=100)
-    rows.append(measure("Gibbs default", pymf.BPMF(10), pymf.BPMFGibbs(n_threads=args.threads),
-                        dev_train, dev_val, **gibbs_run)[0])
-    rows.append(measure("Gibbs 1500 sweeps", pymf.BPMF(10), pymf.BPMFGibbs(n_threads=args.threads),
-                        dev_train, dev_val, n_samples=1400, burnin=100)[0])
-    rows.append(measure("Gibbs gamma hyperprior", pymf.BPMF(10),
-                        pymf.BPMFGibbs(hyperprior="gamma", n_threads=args.threads), dev_train,
-                        dev_val, **gibbs_run)[0])
+    rows.append(measure("DSGLD AutoStep(minibatch_noise=0.1)", pymf.BPMF(10),
+                        pymf.DSGLD(n_threads=args.threads,
+                                   step_size=pymf.AutoStep(minibatch_noise=0.1)),
+                        dev_train, dev_val, **dsgld_run)[0])
+    if not args.dsgld_only:
+        gibbs_run = dict(n_samples=500, burnin=100)
+        rows.append(measure("Gibbs default", pymf.BPMF(10), pymf.BPMFGibbs(n_threads=args.threads),
+                            dev_train, dev_val, **gibbs_run)[0])
+        rows.append(measure("Gibbs 1500 sweeps", pymf.BPMF(10),
+                            pymf.BPMFGibbs(n_threads=args.threads), dev_train, dev_val,
+                            n_samples=1400, burnin=100)[0])
+        rows.append(measure("Gibbs gamma hyperprior", pymf.BPMF(10),
+                            pymf.BPMFGibbs(hyperprior="gamma", n_threads=args.threads), dev_train,
+                            dev_val, **gibbs_run)[0])
     os.makedirs(args.out, exist_ok=True)
     emit({"benchmark": "coverage_search", "split": {"test_fraction": 0.2, "seed": args.split_seed,
                                                     "dev_fraction": 0.1, "dev_seed": args.dev_seed,

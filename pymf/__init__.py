@@ -17,7 +17,7 @@ from pymf.bpmf import BPMF, DSGLD, BPMFFit, BPMFGibbs, BPMFResult
 from pymf.data import Ratings
 from pymf.engine.api import fit, sample
 from pymf.engine.result import Result, load
-from pymf.engine.steps import AnnealedStep, ConstantStep, PolynomialDecay
+from pymf.engine.steps import AnnealedStep, AutoStep, ConstantStep, PolynomialDecay
 from pymf.errors import DivergenceError
 from pymf.hamcmc import HAMCMC, SGRLD, LinearGaussian, LinearResult, PreconditionedSGLD
 from pymf.langevin import DSGD, LD, SGD, SGLD
@@ -27,7 +27,8 @@ from pymf import ibp  # noqa: E402, I001  (the IBP family registers itself)
 from pymf.ibp import CollapsedIBP, HybridIBP, IBPLinearGaussian, IBPResult
 
 __all__ = ["datasets", "Ratings", "DivergenceError", "TweedieNMF", "SampleResult", "Result",
-           "load", "LD", "SGLD", "PSGLD", "ConstantStep", "PolynomialDecay", "sample", "SGD",
+           "load", "LD", "SGLD", "PSGLD", "AutoStep", "ConstantStep", "PolynomialDecay", "sample",
+           "SGD",
            "DSGD", "fit", "FitResult", "Gibbs", "BPMF", "DSGLD", "AnnealedStep", "BPMFGibbs",
            "BPMFResult", "BPMFFit", "LinearGaussian", "LinearResult", "HAMCMC",
            "PreconditionedSGLD", "SGRLD", "LogisticMF", "SIBM", "BatchVB", "SIBMResult",

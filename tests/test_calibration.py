@@ -6,6 +6,14 @@ states) must cover about 90 % of held-out values with its 90 % posterior predict
 intervals: within z(alpha/2) binomial standard errors of 0.90 (alpha = 1e-3 per
 comparison, Bonferroni over the comparisons of a test). Power: the same check rejects
 intervals without the noise term and a chain run with a wrong (fixed) tau.
+
+The SG-MCMC samplers with the automatic step bounded for their minibatch noise,
+pymf.AutoStep(minibatch_noise=0.1) (pymf.engine.autostep, point 4), pass the same check at
+every level: DSGLD on BPMF's model, PSGLD on Gaussian MF (TweedieNMF(beta=2,
+prior="gaussian", phi="sample")), whose exact reference is a NumPy Gibbs sampler
+(tests/gaussian_mf_reference.py; pymf has no exact sampler of that model). Power: the
+default "auto" step (stability only) over-covers beyond the check on the same data,
+and so do intervals without the noise term.
 """
 import json
 
@@ -14,6 +22,8 @@ import pytest
 from mcmc_stats import bonferroni_z
 
 import pymf
+from gaussian_mf_reference import (gaussian_mf_from_the_model, gibbs_gaussian_mf,
+                                   predictive_coverage)
 
 ALPHA = 1e-3
 
@@ -142,3 +152,131 @@ def test_sibm_says_why_it_has_no_coverage():
     res = pymf.fit(pymf.LogisticMF(2), X, pymf.BatchVB(), n_updates=2, seed=0)
     with pytest.raises(ValueError, match="binary entries"):
         res.coverage(np.ones((40, 30)))
+
+
+# --- SG-MCMC with automatic steps ------------------------------------------------------
+
+CALIBRATED = 0.1  # AutoStep(minibatch_noise=...): the stationary variance inflated <= 10 %
+
+
+def dsgld(train, test, step_size, n_samples, burnin):
+    model = pymf.BPMF(2, alpha0=10.0, beta0=10.0, mean_rating=0.0)
+    return pymf.sample(model, train, pymf.DSGLD(n_threads=1, step_size=step_size),
+                       n_samples=n_samples, burnin=burnin, thin=4, seed=3, test=test)
+
+
+def test_dsgld_with_the_noise_bounded_auto_step_covers_its_nominal_levels(split):
+    """DSGLD (2 x 2 grid, the default minibatch min(1000, N / 40) = 135 ratings, so its
+    gradient is scaled by s = 20) on BPMF's own model: the bounded step covers 50/80/90/95 %
+    within binomial error, as the exact Gibbs sampler does; the default "auto" step,
+    which bounds the stability only, spreads the factors, lowers tau and over-covers."""
+    train, test = split
+    res = dsgld(train, test, pymf.AutoStep(minibatch_noise=CALIBRATED), 1000, 300)
+    chosen = res.params["auto_step"]
+    assert chosen["minibatch_noise"] == CALIBRATED
+    assert chosen["minibatch_scale"] == pytest.approx(train.nnz * 2 / (4 * 135))
+    assert chosen["eps"] == pytest.approx(2 * CALIBRATED / ((chosen["minibatch_scale"] - 1)
+                                                          * chosen["lambda_max"]))
+    assert chosen["eps"] < chosen["burnin_eps"] / 10
+    step = res.params["sampler"]["step_size"]
+    assert step["kind"] == "burnin_then" and step["burnin"] == 300  # the stable step burns in
+    cov = res.coverage(test)
+    for level, observed in cov.items():
+        assert within_mc_error(observed, level, test.nnz, n_comparisons=4), (level, observed)
+    mean, sd = res.predict(test.rows, test.cols, return_std=True)  # no noise term
+    assert not within_mc_error(np.mean(np.abs(test.values - mean) <= 1.6449 * sd), 0.9, test.nnz)
+    # power: the stability rule alone (what step_size="auto" means) over-covers
+    default = dsgld(train, test, "auto", 500, 300)
+    over = default.coverage(test, levels=(0.9,))[0.9]
+    assert over > 0.9 and not within_mc_error(over, 0.9, test.nnz), over
+    assert default.sample_stats["tau"].mean() < res.sample_stats["tau"].mean()
+
+
+@pytest.fixture(scope="module")
+def gaussian_split():
+    """Gaussian MF from TweedieNMF(beta=2, prior="gaussian")'s model, noise variance phi =
+    0.25; 40 % held out (3,179 values: the binomial error of a 90 % coverage is 0.005)."""
+    return gaussian_mf_from_the_model(100, 80, K=2, sd=0.5, seed=21, held_out=0.4)
+
+
+def test_exact_gibbs_of_gaussian_mf_covers_and_a_wrong_phi_does_not(gaussian_split):
+    """The reference: the exact Gibbs chain of Gaussian MF covers every level; the same
+    chain with phi fixed at 1 (4x the noise) is rejected."""
+    train, test = gaussian_split
+    draws = gibbs_gaussian_mf(train, 2, n_samples=400, burnin=100, seed=1)
+    assert np.mean(draws[2]) == pytest.approx(0.25, rel=0.1)
+    for level in (0.5, 0.8, 0.9, 0.95):
+        observed = predictive_coverage(draws, test, level)
+        assert within_mc_error(observed, level, test.nnz, n_comparisons=4), (level, observed)
+    Ws, Hs, _ = draws
+    wrong = (Ws, Hs, np.ones(len(Ws)))
+    assert not within_mc_error(predictive_coverage(wrong, test, 0.9), 0.9, test.nnz)
+
+
+def psgld(train, test, blocks, step_size, seed=4):
+    model = pymf.TweedieNMF(2, beta=2.0, phi="sample", prior="gaussian")
+    return pymf.sample(model, train, pymf.PSGLD(blocks=blocks, n_threads=1, step_size=step_size),
+                       n_samples=600, burnin=300, thin=2, seed=seed, test=test)
+
+
+@pytest.mark.parametrize("blocks", [4, 8])
+def test_psgld_with_the_noise_bounded_auto_step_covers_its_nominal_levels(gaussian_split, blocks):
+    """PSGLD on a B x B grid (each part 1/B of the data, its gradient scaled by s = B) with
+    phi sampled: the bounded step covers every level and finds phi as the exact chain
+    does; the default "auto" step over-covers (its phi too large) and is rejected."""
+    train, test = gaussian_split
+    res = psgld(train, test, blocks, pymf.AutoStep(minibatch_noise=CALIBRATED))
+    assert res.params["auto_step"]["minibatch_scale"] == blocks
+    cov = res.coverage(test)
+    for level, observed in cov.items():
+        assert within_mc_error(observed, level, test.nnz, n_comparisons=4), (level, observed)
+    assert res.noise_variance() == pytest.approx(0.25, rel=0.1)
+    mean, sd = res.predict(test.rows, test.cols, return_std=True)
+    assert not within_mc_error(np.mean(np.abs(test.values - mean) <= 1.6449 * sd), 0.9, test.nnz)
+    default = psgld(train, test, blocks, "auto").coverage(test, levels=(0.9,))[0.9]
+    assert default > 0.9 and not within_mc_error(default, 0.9, test.nnz), default
+
+
+def test_the_noise_bound_is_recorded_checked_and_refused_where_unknown(gaussian_split):
+    train, _ = gaussian_split
+    with pytest.raises(ValueError, match="minibatch_noise"):
+        pymf.AutoStep(minibatch_noise=1.5)
+    with pytest.raises(ValueError, match="minibatch_noise"):
+        pymf.AutoStep(minibatch_noise=True)
+    model = pymf.TweedieNMF(2, beta=2.0, phi="sample", prior="gaussian")
+    # LD's gradient is the full data's (s = 1): the bound changes nothing
+    plain = pymf.sample(model, train, pymf.LD(n_threads=1), n_samples=5, seed=0)
+    bounded = pymf.sample(model, train, pymf.LD(n_threads=1, step_size=pymf.AutoStep(0.1)),
+                          n_samples=5, seed=0)
+    assert bounded.params["auto_step"]["eps"] == plain.params["auto_step"]["eps"]
+    np.testing.assert_array_equal(bounded.W_samples, plain.W_samples)
+    # HAMCMC's noise is not a minibatch's of known scale: refused, not ignored
+    with pytest.raises(ValueError, match="minibatch_noise"):
+        pymf.sample(pymf.TweedieNMF(2, beta=2.0, phi=0.25, prior="gaussian"), train,
+                    pymf.HAMCMC(step_size=pymf.AutoStep(0.1), n_threads=1), n_samples=5, seed=0)
+
+
+def test_a_run_with_the_burnin_step_resumes_bit_for_bit(gaussian_split, tmp_path):
+    """The burn-in / sampling switch depends on the unit number only: interrupted inside
+    the burn-in and resumed, the chain is the uninterrupted one."""
+    train, _ = gaussian_split
+    model = pymf.TweedieNMF(2, beta=2.0, phi="sample", prior="gaussian")
+
+    def run(**options):
+        return pymf.sample(model, train, pymf.PSGLD(blocks=4, n_threads=1,
+                                                    step_size=pymf.AutoStep(0.1)),
+                           n_samples=40, burnin=40, seed=2, **options)
+
+    whole = run()
+    path = tmp_path / "ck.npz"
+    calls = {"n": 0}
+
+    def stop(info):
+        calls["n"] += 1
+        return calls["n"] == 20  # inside the burn-in, before the step changes
+
+    first = run(checkpoint=path, callback=stop)
+    assert first.n_kept == 0 and whole.n_kept == 40
+    resumed = run(checkpoint=path)
+    assert np.array_equal(resumed.W_samples, whole.W_samples)
+    assert np.array_equal(resumed.sample_stats["phi"], whole.sample_stats["phi"])

@@ -49,10 +49,13 @@ from mpi4py import MPI
 V = np.load(sys.argv[1])
 model = pymf.TweedieNMF(3, beta=2.0, phi=sys.argv[3] if sys.argv[3] == "sample" else float(sys.argv[3]),
                         prior="gaussian")
-step = sys.argv[4] if sys.argv[4] == "auto" else float(sys.argv[4])
-stop_at = int(sys.argv[5]) if len(sys.argv) > 5 else None
+steps = {"auto": "auto", "bounded": pymf.AutoStep(minibatch_noise=0.1)}
+step = steps[sys.argv[4]] if sys.argv[4] in steps else float(sys.argv[4])
+stop_at = int(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[5] != "none" else None
+burnin = int(sys.argv[6]) if len(sys.argv) > 6 else 0
 sampler = pymf.PSGLD(blocks=MPI.COMM_WORLD.size, step_size=step)
-pymf.mpi.sample(model, V, sampler, 40, thin=2, seed=3, out_dir=sys.argv[2], checkpoint_every=4,
+pymf.mpi.sample(model, V, sampler, 40, burnin=burnin, thin=2, seed=3, out_dir=sys.argv[2],
+                checkpoint_every=4,
                 callback=None if stop_at is None else lambda info: info["iteration"] >= stop_at)
 """
 
@@ -102,6 +105,23 @@ def test_psgld_ring_with_auto_step_equals_shared_memory(tmp_path):
     assert_same_chain(distributed, shared)
 
 
+def test_psgld_ring_with_the_noise_bounded_auto_step_equals_shared_memory(tmp_path):
+    """AutoStep(minibatch_noise=0.1) on the ring: rank 0's rule broadcasts the whole
+    schedule (the stable step for the 10 burn-in iterations, the bounded one after)."""
+    V = gaussian_data()
+    np.save(tmp_path / "V.npy", V)
+    run_script(tmp_path, PSGLD_SCRIPT, 2, tmp_path / "V.npy", tmp_path / "out", "sample",
+               "bounded", "none", 10)
+    distributed = pymf.load(str(tmp_path / "out"))
+    model = pymf.TweedieNMF(3, beta=2.0, phi="sample", prior="gaussian")
+    shared = pymf.sample(model, V, pymf.PSGLD(blocks=2, step_size=pymf.AutoStep(0.1)),
+                         n_samples=40, burnin=10, thin=2, seed=3)
+    assert distributed.params["auto_step"] == shared.params["auto_step"]
+    assert distributed.params["sampler"]["step_size"] == shared.params["sampler"]["step_size"]
+    assert shared.params["sampler"]["step_size"]["kind"] == "burnin_then"
+    assert_same_chain(distributed, shared)
+
+
 HAMCMC_SCRIPT = """
 import sys, numpy as np, pymf, pymf.mpi
 from mpi4py import MPI
@@ -126,9 +146,11 @@ def test_hamcmc_ring_with_auto_step_equals_shared_memory(tmp_path):
     assert_same_chain(distributed, shared)
 
 
-def test_dsgld_server_with_auto_step_equals_shared_memory(tmp_path):
+@pytest.mark.parametrize("minibatch_noise", [None, 0.1])
+def test_dsgld_server_with_auto_step_equals_shared_memory(tmp_path, minibatch_noise):
     """DSGLD's default step ("auto") on the parameter server: the server runs the rule and
-    pilot of shared memory's chains (the same start, init included)."""
+    pilot of shared memory's chains (the same start, init included); with
+    --minibatch-noise 0.1 the bounded step after the burn-in as well."""
     from support import synthetic_ratings
     R = synthetic_ratings(L=40, M=30, D=3)
     path = tmp_path / "ratings.npz"
@@ -137,13 +159,19 @@ def test_dsgld_server_with_auto_step_equals_shared_memory(tmp_path):
                "--data", str(path), "--rank", "3", "--batch-size", "30", "--round-length", "4",
                "--samples", "20", "--burnin", "10", "--thin", "5", "--seed", "9",
                "--test-fraction", "0.2", "--split-seed", "1", "--out", str(tmp_path / "mpi.npz")]
+    if minibatch_noise is not None:
+        command += ["--minibatch-noise", str(minibatch_noise)]
     done = subprocess.run(command, cwd=tmp_path, env=mpi_env(), capture_output=True, text=True,
                           timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     distributed = pymf.load(tmp_path / "mpi.npz")
     train, test = R.split(0.2, seed=1)
-    shared = pymf.sample(pymf.BPMF(3), train, pymf.DSGLD(batch_size=30, round_length=4),
-                         n_samples=20, burnin=10, thin=5, seed=9, test=test)
+    sampler = pymf.DSGLD(batch_size=30, round_length=4,
+                         step_size=pymf.AutoStep(minibatch_noise=minibatch_noise))
+    shared = pymf.sample(pymf.BPMF(3), train, sampler, n_samples=20, burnin=10, thin=5, seed=9,
+                         test=test)
+    kind = "annealed" if minibatch_noise is None else "burnin_then"
+    assert shared.params["sampler"]["step_size"]["kind"] == kind
     assert distributed.params["auto_step"] == shared.params["auto_step"]
     assert distributed.params["sampler"]["step_size"] == shared.params["sampler"]["step_size"]
     for key in shared.samples:

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import pytest
+from gaussian_mf_reference import gaussian_mf_from_the_model
 from mcmc_stats import batch_means, bonferroni_z
 from scipy import stats
 
@@ -127,12 +128,9 @@ def test_geweke_ld_with_sampled_phi_and_a_wrong_simulator_fails():
     assert np.abs(z_wrong).max() > limit, z_wrong
 
 
-def _gaussian_mf(I=60, J=50, K=2, sd=0.5, seed=13):
-    """Data from the model: W, H ~ N(0, 1), noise N(0, sd^2); a quarter held out."""
-    rng = np.random.default_rng(seed)
-    W, H = rng.normal(0, 1, (I, K)), rng.normal(0, 1, (K, J))
-    V = W @ H + rng.normal(0, sd, (I, J))
-    return pymf.Ratings.from_dense(V).split(0.25, seed=seed)
+def _gaussian_mf():
+    """Data from the model: W, H ~ N(0, 1), noise N(0, 0.5^2); a quarter held out."""
+    return gaussian_mf_from_the_model(60, 50, K=2, sd=0.5, seed=13, held_out=0.25)
 
 
 @pytest.fixture(scope="module")

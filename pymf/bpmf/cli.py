@@ -15,7 +15,7 @@ from pymf.bpmf.models import BPMF
 from pymf.bpmf.samplers import DSGLD, BPMFGibbs
 from pymf.data import Ratings
 from pymf.engine.api import sample
-from pymf.engine.steps import AnnealedStep
+from pymf.engine.steps import AnnealedStep, step_option
 
 BPMF_HELP = "Bayesian PMF by DSGLD, SGLD or Gibbs"
 
@@ -68,6 +68,11 @@ def bpmf_arguments(parser):
     parser.add_argument("--kappa", type=float, default=1000.0,
                         help="kappa of the annealed step size with a numeric --eps0 ('auto' "
                              "anneals with kappa 1000)")
+    parser.add_argument("--minibatch-noise", type=float, default=None, metavar="DELTA",
+                        help="with --eps0 auto: also bound the step so that the minibatch "
+                             "noise inflates the posterior variance by at most 1 + DELTA "
+                             "(e.g. 0.1: calibrated intervals, slower mixing; the stable step "
+                             "still runs the burn-in); none: not bounded")
     parser.add_argument("--hyper-every", type=int, default=10,
                         help="DSGLD: Gibbs draw of the precisions every this many rounds "
                              "(0: never)")
@@ -103,7 +108,8 @@ def bpmf_run_from_args(args, ratings):
     sampler = DSGLD(chains=args.chains, split=args.split, blocks=blocks,
                     n_threads=getattr(args, "threads", None), batch_size=args.batch_size,
                     round_length=args.round_length,
-                    step_size="auto" if args.eps0 == "auto" else AnnealedStep(args.eps0, args.kappa),
+                    step_size=step_option(args.eps0, args.minibatch_noise,
+                                          lambda eps0: AnnealedStep(eps0, args.kappa)),
                     hyper_every=args.hyper_every)
     return ratings, test, model, sampler
 

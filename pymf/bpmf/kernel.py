@@ -150,8 +150,9 @@ class BPMFKernel(ChainsKernel):
         """The step chosen for step_size="auto" (pymf.engine.autostep) at the chains'
         starting state (chain 0): lambda_max of the full-data log posterior given the
         precisions, by finite-difference Hessian-vector products; eps0 = half the stability
-        limit, halved while a pilot of PILOT_UNITS rounds of every chain diverges; the
-        chains are put back at their start. Returns (eps0, info)."""
+        limit (and, with AutoStep(minibatch_noise=delta), at most the bound on the minibatch
+        noise, for minibatch_scale), halved while a pilot of PILOT_UNITS rounds of every
+        chain diverges; the chains are put back at their start. Returns (eps0, info)."""
         start = [self.c.get_state(c) for c in range(self.n_chains)]
         p0 = start[0]
         D = self.model.rank
@@ -182,7 +183,16 @@ class BPMFKernel(ChainsKernel):
                     self.c.set_state(c, p.U, p.V, p.a, p.b, p.lambdas, 0)
 
         theta = np.concatenate([p0.U.ravel(), p0.V.ravel(), p0.a.ravel(), p0.b.ravel()])
-        return autostep.choose(gradient, theta, seed_sequence(seed), pilot)
+        return autostep.choose(gradient, theta, seed_sequence(seed), pilot,
+                               step=self.sampler.step_size, minibatch_scale=self.minibatch_scale)
+
+    @property
+    def minibatch_scale(self):
+        """s = N G / (P Q m): what a minibatch's likelihood gradient is scaled by, on
+        average over the blocks (a block's N / (P Q) entries over its visit rate 1 / G,
+        per m ratings drawn)."""
+        P, Q = self.sampler.grid
+        return self.nnz * self.layout.c.n_groups / (P * Q * self.sampler.batch_size)
 
     @property
     def is_gibbs(self):

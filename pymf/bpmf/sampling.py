@@ -15,7 +15,7 @@ from pymf.bpmf.layout import check_init
 from pymf.bpmf.result import BPMFFit, BPMFResult
 from pymf.bpmf.samplers import DSGLD
 from pymf.engine import autostep, driver
-from pymf.engine.steps import AnnealedStep
+from pymf.engine.steps import AnnealedStep, with_burnin
 from pymf.engine.checks import check_count, check_run_length, check_threads
 from pymf.engine.seeds import resolve_seed
 from pymf.langevin import DSGD, SGD, SGLD
@@ -90,9 +90,13 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, in
     if autostep.is_auto(getattr(sampler, "step_size", None)):
         # the MPI parameter server's kernel has its own auto_step: the same step
         eps0, auto_step = kernel.auto_step(seed)
-        # the first round gets the rule's step, then the benchmarked annealing (kappa 1000)
+        # the first round gets the rule's step, then the benchmarked annealing (kappa 1000);
+        # a step bounded for the minibatch noise runs after the burn-in (a burn-in that
+        # ends at burnin_rmse may end early: then the bounded step from the start)
         sampler = copy.copy(sampler)
-        sampler.step_size = AnnealedStep(eps0 * (1 + 1 / AUTO_KAPPA) ** 0.51, AUTO_KAPPA)
+        sampler.step_size = with_burnin(
+            lambda eps: AnnealedStep(eps * (1 + 1 / AUTO_KAPPA) ** 0.51, AUTO_KAPPA),
+            eps0, auto_step, 0 if burnin_rmse is not None else burnin)
     if test is not None:
         kernel.attach_test(test)
     burnin_until = None

@@ -20,6 +20,25 @@
    back afterwards); if they diverge or the log posterior falls by more than its own
    scale, the step is halved (at most MAX_BACKOFFS times).
 
+4. Minibatch noise (optional: AutoStep(minibatch_noise=delta)). A stochastic gradient whose
+   likelihood term is a minibatch scaled up by s = N / m (DSGLD: N G / (P Q m), a block's
+   entries over its visit rate times the minibatch; SGLD: N / batch; PSGLD: the B of its
+   B x B grid, a part being 1/B of the data; LD: s = 1) has, for a minibatch drawn with
+   replacement and the Fisher identity, a noise covariance of about (s - 1) H_lik, whose
+   largest eigenvalue is at most (s - 1) lambda_max. On a Gaussian of precision lambda, the
+   chain theta += eps (grad + noise) + N(0, 2 eps) then has a stationary variance inflated
+   by about 1 + alpha, alpha = eps (s - 1) lambda / 2: Welling & Teh's (2011, section 4)
+   condition alpha << 1 for the injected noise to dominate. The stability rule alone puts
+   alpha near (s - 1) / 2 in the stiffest direction (DSGLD's default minibatch, a tenth of
+   a block: about 10 on a 2 x 2 grid), which over-disperses the factors, inflates the
+   residuals and lowers a sampled tau (wide predictive intervals, counted twice). With
+   minibatch_noise=delta the step is also at most 2 delta / ((s - 1) lambda_max), so
+   alpha <= delta in every direction: calibrated intervals at the price of a step up to
+   (s - 1) / (2 delta) times smaller, i.e. slower mixing (README, "Calibrated uncertainty").
+   The pilot runs the stability rule's step as before, and that step stays the burn-in's
+   (pymf.engine.steps.with_burnin): burn-in draws are discarded, so only the kept ones
+   need the bound.
+
 A preconditioned sampler (theta += eps P grad log p + N(0, 2 eps P)) is stable for
 eps lambda_max(P H) < 2: its runner passes P grad log p as the gradient, so the same rule
 bounds the preconditioned curvature (the linear-Gaussian runner's start_preconditioner;
@@ -32,6 +51,7 @@ Poisson NMF with PSGLD on an 8 x 8 grid about 100 iterations' worth (bench/auto_
 a few percent of a run of thousands of iterations. What was chosen is recorded in the result (params["auto_step"]).
 """
 import math
+import numbers
 
 import numpy as np
 
@@ -45,13 +65,33 @@ MAX_BACKOFFS = 8
 
 
 class AutoStep:
-    """The step_size="auto" setting of a sampler (resolved per run by choose())."""
+    """The step_size="auto" setting of a sampler (resolved per run by choose()).
+
+    minibatch_noise  None (the default, what step_size="auto" means): the stability rule
+                     only. A number delta in (0, 1): the step is also bounded so that the
+                     minibatch gradient's noise inflates the stationary variance by at most
+                     a factor 1 + delta (the module's point 4), for calibrated posterior
+                     intervals; DSGLD, SGLD, PSGLD and LD only."""
+
+    def __init__(self, minibatch_noise=None):
+        if minibatch_noise is not None:
+            if (isinstance(minibatch_noise, bool) or not isinstance(minibatch_noise, numbers.Real)
+                    or not 0 < minibatch_noise < 1):
+                raise ValueError("AutoStep: minibatch_noise must be None or a number in (0, 1) "
+                                 f"(the stationary variance's allowed inflation), got "
+                                 f"{minibatch_noise!r}")
+            minibatch_noise = float(minibatch_noise)
+        self.minibatch_noise = minibatch_noise
 
     def params(self):
-        return {"kind": "auto"}
+        if self.minibatch_noise is None:
+            return {"kind": "auto"}
+        return {"kind": "auto", "minibatch_noise": self.minibatch_noise}
 
     def __repr__(self):
-        return "'auto'"
+        if self.minibatch_noise is None:
+            return "'auto'"
+        return f"AutoStep(minibatch_noise={self.minibatch_noise})"
 
     def __call__(self, t):
         raise ValueError("step_size='auto' is chosen by the NMF, BPMF and linear-Gaussian "
@@ -85,11 +125,18 @@ def largest_curvature(gradient, theta, seed, n_iter=POWER_ITERATIONS):
     return estimate
 
 
-def choose(gradient, theta, seed, pilot, fraction=FRACTION):
+def choose(gradient, theta, seed, pilot, fraction=FRACTION, step=None, minibatch_scale=None):
     """(eps, info): eps = fraction * 2 / lambda_max, halved while pilot(eps) fails.
 
     pilot(eps) runs the family's chain PILOT_UNITS units with constant step eps from the
-    start and returns True if it stayed usable (it must put the chain back itself)."""
+    start and returns True if it stayed usable (it must put the chain back itself).
+    step: the sampler's AutoStep; where it sets minibatch_noise, eps is at most
+    2 minibatch_noise / ((minibatch_scale - 1) lambda_max) (the module's point 4), and a
+    family that does not give its minibatch_scale refuses it."""
+    noise_bound = None if step is None else step.minibatch_noise
+    if noise_bound is not None and minibatch_scale is None:
+        raise ValueError("AutoStep(minibatch_noise=...) is for DSGLD, SGLD, PSGLD and LD, whose "
+                         "minibatch scale is known; give this sampler step_size='auto' or a step")
     lam = largest_curvature(gradient, theta, seed)
     eps = fraction * 2.0 / lam
     backoffs = 0
@@ -105,5 +152,13 @@ def choose(gradient, theta, seed, pilot, fraction=FRACTION):
             raise DivergenceError(f"step_size='auto': the pilot diverged even at eps = {eps:g} "
                                   f"(lambda_max {lam:g} at the start); give a step size")
         eps *= 0.5
-    return eps, {"lambda_max": lam, "fraction": fraction, "eps": eps, "backoffs": backoffs,
-                 "power_iterations": POWER_ITERATIONS, "pilot_units": PILOT_UNITS}
+    info = {"lambda_max": lam, "fraction": fraction, "eps": eps, "backoffs": backoffs,
+            "power_iterations": POWER_ITERATIONS, "pilot_units": PILOT_UNITS}
+    if noise_bound is not None:
+        # the piloted stable step stays the burn-in's (steps.with_burnin); a smaller step is
+        # as stable, so the bounded one needs no pilot of its own
+        bound = math.inf if minibatch_scale <= 1.0 else \
+            2.0 * noise_bound / ((minibatch_scale - 1.0) * lam)
+        info.update(minibatch_noise=noise_bound, minibatch_scale=float(minibatch_scale),
+                    burnin_eps=eps, eps=min(eps, bound))
+    return info["eps"], info

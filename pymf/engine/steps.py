@@ -71,8 +71,53 @@ class AnnealedStep:
         return f"AnnealedStep(eps0={self.eps0}, kappa={self.kappa}, gamma={self.gamma})"
 
 
+class BurninStep:
+    """burnin_step(t) for the units t <= burnin, then step(t): what an
+    AutoStep(minibatch_noise=...) runs (with_burnin), the stable step
+    while burning in and the bounded one for the kept draws."""
+
+    def __init__(self, burnin_step, step, burnin):
+        self.burnin_step, self.step, self.burnin = burnin_step, step, int(burnin)
+
+    def __call__(self, t):
+        t = np.asarray(t, dtype=np.float64)
+        return np.where(t <= self.burnin, self.burnin_step(t), self.step(t))
+
+    def params(self):
+        return {"kind": "burnin_then", "burnin_step": self.burnin_step.params(),
+                "step": self.step.params(), "burnin": self.burnin}
+
+    def __repr__(self):
+        return f"BurninStep({self.burnin_step!r}, {self.step!r}, burnin={self.burnin})"
+
+
+def with_burnin(schedule_of, eps, info, burnin):
+    """The schedule a run gets from an "auto" step: schedule_of(eps), or, where
+    AutoStep(minibatch_noise=...) bounded it, schedule_of(info["burnin_eps"]) for the
+    burnin units and schedule_of(eps) after them (BurninStep): burn-in
+    draws are discarded, so until then the step needs stability only, and the chain
+    reaches the posterior's bulk at the stable step's speed. The switch costs little: the
+    stiff directions that the bound shrinks are the ones that relax fastest (in about
+    (s - 1) / (2 delta) steps at the bounded step)."""
+    sampling = schedule_of(eps)
+    if "burnin_eps" not in info or burnin <= 0 or info["burnin_eps"] == eps:
+        return sampling
+    return BurninStep(schedule_of(info["burnin_eps"]), sampling, burnin)
+
+
+def step_option(step, minibatch_noise, schedule_of=ConstantStep):
+    """A command line's step: "auto" (AutoStep(minibatch_noise)) or schedule_of(number);
+    --minibatch-noise bounds an automatic step only."""
+    if step == "auto":
+        return AutoStep(minibatch_noise)
+    if minibatch_noise is not None:
+        raise ValueError("--minibatch-noise bounds the automatic step: use it with the step "
+                         f"'auto', not {step!r}")
+    return schedule_of(step)
+
+
 def as_step_size(step_size):
-    if isinstance(step_size, (ConstantStep, PolynomialDecay, AnnealedStep, AutoStep)):
+    if isinstance(step_size, (ConstantStep, PolynomialDecay, AnnealedStep, AutoStep, BurninStep)):
         return step_size
     if isinstance(step_size, str) and step_size == "auto":
         return AutoStep()
@@ -84,9 +129,12 @@ def as_step_size(step_size):
 
 def step_size_from_params(params):
     if params["kind"] == "auto":
-        return AutoStep()
+        return AutoStep(params.get("minibatch_noise"))
     if params["kind"] == "constant":
         return ConstantStep(params["value"])
+    if params["kind"] == "burnin_then":
+        return BurninStep(step_size_from_params(params["burnin_step"]),
+                          step_size_from_params(params["step"]), params["burnin"])
     if params["kind"] == "annealed":
         return AnnealedStep(params["eps0"], params["kappa"], params["gamma"])
     return PolynomialDecay(params["a"], params["b"])

@@ -56,7 +56,7 @@ def start_preconditioner(chain, kind, options, theta0):
     return "rmsprop_start", lambda v: diagonal * v
 
 
-def auto_step(model, A, x, chain, kind, options, theta0, seed):
+def auto_step(model, A, x, chain, kind, options, theta0, seed, step=None):
     """(eps, info) for step_size="auto" on a LinearGaussian model: pymf.engine.autostep's
     rule on the preconditioned Hessian P H (start_preconditioner), H from finite
     differences of the full-data gradient; the pilot runs the chain PILOT_UNITS iterations
@@ -88,7 +88,7 @@ def auto_step(model, A, x, chain, kind, options, theta0, seed):
         finally:
             chain.start(theta0)
 
-    eps, info = autostep.choose(gradient, theta0, seed_sequence(seed), pilot)
+    eps, info = autostep.choose(gradient, theta0, seed_sequence(seed), pilot, step=step)
     info["preconditioner"] = name
     return eps, info
 
@@ -125,7 +125,8 @@ def sample_linear(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, 
     chain.start(theta0)
     chosen = None
     if autostep.is_auto(sampler.step_size):
-        eps, chosen = auto_step(model, A, x, chain, kind, options, theta0, seed)
+        eps, chosen = auto_step(model, A, x, chain, kind, options, theta0, seed,
+                                step=sampler.step_size)
         sampler = copy.copy(sampler)
         sampler.step_size = ConstantStep(eps)
     kernel = LinearKernel(chain, D, exact_mean)

@@ -17,7 +17,7 @@ import numpy as np
 from pymf import cliutil
 from pymf.data import Ratings
 from pymf.engine.api import fit, sample
-from pymf.engine.steps import PolynomialDecay
+from pymf.engine.steps import PolynomialDecay, step_option
 from pymf.errors import DivergenceError
 from pymf.langevin import DSGD, LD, SGD, SGLD
 from pymf.nmf.models import TweedieNMF, has_predictive_draws
@@ -74,6 +74,12 @@ def _step_arguments(parser, default):
                             help="constant step size, or 'auto': chosen from the curvature at "
                                  "the start (half the stability limit, checked by a pilot; "
                                  "see the README)")
+        parser.add_argument("--minibatch-noise", type=float, default=None, metavar="DELTA",
+                            help="with --step auto (psgld, sgld, ld): also bound the step so "
+                                 "that the minibatch noise inflates the posterior variance by "
+                                 "at most 1 + DELTA (e.g. 0.1: calibrated intervals, slower "
+                                 "mixing; the stable step still runs the burn-in); none: not "
+                                 "bounded")
     else:
         parser.add_argument("--step-size", type=float, default=default, help="constant step size")
     parser.add_argument("--step-a", type=float, default=None,
@@ -175,9 +181,10 @@ def _data_and_model(args):
 
 def _make_sampler(args):
     if args.step_a is not None:
-        step = PolynomialDecay(args.step_a, args.step_b)
+        step = step_option(PolynomialDecay(args.step_a, args.step_b), args.minibatch_noise,
+                           lambda schedule: schedule)
     else:
-        step = args.step_size
+        step = step_option(args.step_size, args.minibatch_noise)
     if args.sampler == "psgld":
         return PSGLD(blocks=args.blocks, step_size=step, part_order=args.part_order or "cyclic",
                      permute=args.permute, n_threads=args.threads, backend=args.backend,

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from pymf.engine import autostep
-from pymf.engine.steps import ConstantStep
+from pymf.engine.steps import ConstantStep, with_burnin
 from pymf.nmf import _blocks, _gibbs_nmf, _sgd, _sgld, _tweedie
 from pymf.data import Ratings, as_observed, real_array
 from pymf.engine.driver import digest, rmse
@@ -188,12 +188,27 @@ def make_chain(sampler, data, model, noise_seed, schedule_seed, batch_size, only
         only_row_block=only_row_block, **phi)
 
 
-def resolve_auto_step(sampler, chain, data, model, seed):
+def minibatch_scale(sampler, data):
+    """What the sampler's stochastic gradient scales its likelihood term by, for
+    AutoStep(minibatch_noise=...): LD 1, SGLD N / batch, PSGLD B (a part of its B x B grid
+    holds 1/B of the data); None for the others (HAMCMC), which refuse the bound."""
+    if sampler.kind == "ld":
+        return 1.0
+    if sampler.kind == "sgld":
+        return data.n_observed / sampler.batch_size(data.n_observed)
+    if sampler.kind == "psgld":
+        return float(data.n_blocks)
+    return None
+
+
+def resolve_auto_step(sampler, chain, data, model, seed, burnin=0):
     """(sampler, info): a sampler with step_size="auto" gets a constant step chosen at the
     chain's starting state (pymf.engine.autostep: power iterations on finite-difference
     Hessian-vector products of the full-data log posterior, half the stability limit,
     a pilot of the chain itself that halves the step while it diverges); the chain is put
-    back at its start. Any other sampler comes back unchanged with info None."""
+    back at its start; with AutoStep(minibatch_noise=...), the stable step for the burnin
+    units and the bounded one after them (pymf.engine.steps.with_burnin). Any other
+    sampler comes back unchanged with info None."""
     if not autostep.is_auto(getattr(sampler, "step_size", None)):
         return sampler, None
     W0, Ht0, _ = chain.get_state()
@@ -229,13 +244,14 @@ def resolve_auto_step(sampler, chain, data, model, seed):
                 chain.set_phi(phi0)
 
     eps, info = autostep.choose(gradient, np.concatenate([W0.ravel(), Ht0.ravel()]),
-                                seed_sequence(seed), pilot)
+                                seed_sequence(seed), pilot, step=sampler.step_size,
+                                minibatch_scale=minibatch_scale(sampler, data))
     if scale != 1.0:
         info["preconditioner_scale"] = scale
     if getattr(model, "sample_phi", False):
         info["scaled_by_phi"] = model.initial_phi  # eps runs as eps phi_t / phi_init
     resolved = copy.copy(sampler)
-    resolved.step_size = ConstantStep(eps)
+    resolved.step_size = with_burnin(ConstantStep, eps, info, burnin)
     return resolved, info
 
 

@@ -363,14 +363,14 @@ class RingKernel(FactorKernel):
 
 # ------------------------------------------------------------------ the sampler ---------
 def _auto_step_on_rank0(comm, sampler, model, seed, chain_factory, piece, shape, permute, seeds,
-                        batch, init):
+                        batch, init, burnin):
     """step_size="auto" on the ring: the step shared memory chooses with the same B. The
     ranks' row pieces are gathered on rank 0 (once, at the start: the whole data must fit
     in one process's memory; on data that does not, pass the step); there the chain of
     shared memory (chain_factory without only_row_block) is built on them at the run's
     starting state and pymf.nmf.kernel.resolve_auto_step (curvature, rule, pilot) runs as
     pymf.sample runs it, on the same block layout, hence the same numbers; the step and
-    its record are broadcast. Returns (sampler with a constant step, info), or (sampler,
+    its record are broadcast. Returns (sampler with the resolved step, info), or (sampler,
     None) for any other step. A failure there (a pilot that diverges at every step) is
     raised on every rank."""
     if not autostep.is_auto(sampler.step_size):
@@ -384,8 +384,8 @@ def _auto_step_on_rank0(comm, sampler, model, seed, chain_factory, piece, shape,
         try:
             chain = chain_factory(sampler, whole, model, noise_seed, schedule_seed, batch)
             chain.set_state(*GridMap(whole).to_grid(*init), 0)
-            resolved, info = resolve_auto_step(sampler, chain, whole, model, seed)
-            outcome = (True, resolved.step_size.value, info)
+            resolved, info = resolve_auto_step(sampler, chain, whole, model, seed, burnin)
+            outcome = (True, resolved.step_size, info)
         except (ValueError, DivergenceError) as exc:
             outcome = (False, f"{type(exc).__name__}: {exc}", None)
         del whole, pieces
@@ -393,7 +393,7 @@ def _auto_step_on_rank0(comm, sampler, model, seed, chain_factory, piece, shape,
     if not ok:
         raise ValueError(f"step_size='auto' on rank 0: {value}")
     resolved = copy.copy(sampler)
-    resolved.step_size = ConstantStep(value)
+    resolved.step_size = value
     return resolved, info
 
 
@@ -475,7 +475,7 @@ def sample_ring(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ou
     chain.set_state(*grid.to_grid(W0, H0), 0)
     sampler, auto_step = _auto_step_on_rank0(
         comm, sampler, model, seed, chain_factory, (rows, cols, values), shape, permute,
-        (permute_seed, noise_seed, schedule_seed), batch, (W0, H0))
+        (permute_seed, noise_seed, schedule_seed), batch, (W0, H0), burnin)
 
     # the run described as pymf.sample describes it: the same fingerprint (so checkpoints
     # are interchangeable) and the same params, plus what is particular to MPI

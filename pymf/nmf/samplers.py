@@ -19,7 +19,8 @@ class PSGLD(_Langevin):
     step_size:  "auto" (the default), a float or a schedule. Where the default comes
                 from: chosen per run from the curvature at the start, half the Langevin
                 stability limit, checked by a pilot (pymf.engine.autostep, the README's
-                "Automatic step sizes"). pymf <= 0.2 had a
+                "Automatic step sizes"); pymf.AutoStep(minibatch_noise=0.1) bounds it
+                after the burn-in for the part noise (calibrated intervals). pymf <= 0.2 had a
                 constant 1e-3, which ended at a log-likelihood of -6.5M on the paper's
                 1024^2 Poisson NMF (K = 32) where a suitable step reaches about -0.58M.
     dtype:      "float64", or "float32" on the GPU (the CPU sampler is float64 only).

@@ -12,10 +12,10 @@ from pymf.nmf.kernel import (FactorKernel, GridMap, blocked_data, check_init, ma
 from pymf.nmf.result import FitResult, SampleResult
 
 
-def _setup(model, data, sampler, seed, init, test, chain_factory=make_chain):
+def _setup(model, data, sampler, seed, init, test, chain_factory=make_chain, burnin=0):
     """Validated data, the kernel at its starting state, and the run's recorded facts.
     chain_factory: make_chain's signature; another family's sampler of this model (HAMCMC)
-    passes its own."""
+    passes its own. burnin: the run's, for an "auto" step's burn-in phase."""
     observed = as_observed(data)
     model.check_data(observed)
     test = prepare_test(test, observed.shape)
@@ -38,7 +38,7 @@ def _setup(model, data, sampler, seed, init, test, chain_factory=make_chain):
     batch = sampler.batch_size(data.n_observed)
     chain = chain_factory(sampler, data, model, noise_seed, schedule_seed, batch)
     chain.set_state(*grid.to_grid(W0, H0), 0)
-    sampler, auto_step = resolve_auto_step(sampler, chain, data, model, seed)
+    sampler, auto_step = resolve_auto_step(sampler, chain, data, model, seed, burnin)
     facts = run_facts(model, sampler, seed, shape, data.n_observed, n_blocks, batch)
     if auto_step is not None:
         facts["auto_step"] = auto_step
@@ -64,7 +64,7 @@ def sample_nmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ini
     plan = driver.Plan(n_samples, burnin, thin, trace_every, checkpoint_every,
                        trace_at_start=True)
     observed, test, grid, chain, seed, facts, fingerprint, sampler = _setup(
-        model, data, sampler, seed, init, test, chain_factory)
+        model, data, sampler, seed, init, test, chain_factory, burnin)
     kernel = kernel_class(chain, grid, model, test)
     params = sample_params(facts, n_samples, burnin, thin, sampler, test)
 
