@@ -85,7 +85,7 @@ def test_a_fixed_phi_is_never_drawn_and_bad_settings_are_refused():
     model = pymf.TweedieNMF(2, beta=2.0, phi="sample", prior="gaussian")
     with pytest.raises(ValueError, match="optimiser"):
         pymf.fit(model, V, pymf.SGD(step_size=1e-3), n_epochs=1, seed=0)
-    with pytest.raises(ValueError, match="LD, pymf.SGLD and pymf.PSGLD only"):
+    with pytest.raises(ValueError, match=r"LD, pymf.SGLD and pymf.PSGLD only, not by HAMCMC\(memory"):
         pymf.sample(model, V, pymf.HAMCMC(step_size=1e-4, blocks=1), n_samples=2, seed=0)
     with pytest.raises(ValueError):  # the Gibbs sampler is Poisson NMF's
         pymf.sample(model, np.abs(V), pymf.Gibbs(), n_samples=2, seed=0)

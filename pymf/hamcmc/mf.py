@@ -44,6 +44,9 @@ class GridSettings:
         self.permute = sampler.permute
         self.n_threads = sampler.n_threads
 
+    def __repr__(self):  # messages about "the sampler" name the user's HAMCMC
+        return repr(self.sampler)
+
     def grid_blocks(self, shape):
         blocks = self.blocks if self.blocks is not None else max(1, min(16, shape[0], shape[1]))
         check_schedule(self.sampler.memory, blocks, self.part_order)
