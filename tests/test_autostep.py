@@ -142,3 +142,56 @@ def test_linear_gaussian_auto_step_is_the_rule_on_the_preconditioned_curvature()
         sd = np.sqrt(np.diag(res.exact_cov))
         assert np.all(np.abs(res.mean - res.exact_mean) < 0.3 * sd), (name, res.mean)
     assert res.params["auto_step"]["preconditioner"] == "rmsprop_start"
+
+
+def _sparse_gaussian_mf():
+    """100 x 80 real-valued MF (K = 2, noise sd 0.5), 60 % of the entries observed: about
+    36 entries in its sparsest row, against SGLD's default minibatch scale s = 32."""
+    rng = np.random.default_rng(21)
+    W, H = rng.normal(0, 1, (100, 2)), rng.normal(0, 1, (2, 80))
+    V = W @ H + rng.normal(0, 0.5, (100, 80))
+    return pymf.Ratings.from_dense(V).split(0.4, seed=21)[0]
+
+
+def _sgld_survivors(train, seeds, n_samples=1000):
+    model = pymf.TweedieNMF(2, beta=2.0, phi="sample", prior="gaussian")
+    finished = []
+    for seed in seeds:
+        try:
+            res = pymf.sample(model, train, pymf.SGLD(n_threads=1), n_samples=n_samples,
+                              burnin=300, thin=10, seed=seed, progress=False)
+        except pymf.DivergenceError:
+            continue
+        finished.append(res)
+    return finished
+
+
+def test_sgld_auto_step_counts_the_minibatch_kick_on_sparse_rows(monkeypatch):
+    """SGLD draws a sparse row's entries a few at a time, each scaled by s = N / m: the
+    rule without minibatch_kick (measured: eps lambda_max 0.5 after one pilot back-off)
+    diverged in 4 of seeds 0-5 within 1,300 iterations. With it every seed finishes, and
+    the power check (the kick switched off) sees at least one of them diverge."""
+    from pymf.nmf import kernel
+    train = _sparse_gaussian_mf()
+    seeds = range(6)
+    runs = _sgld_survivors(train, seeds)
+    assert len(runs) == 6
+    info = runs[0].params["auto_step"]
+    assert info["minibatch_kick"] > 3.0  # about 36 entries in the sparsest line, s = 32
+    assert np.isclose(info["eps"], 2 * info["fraction"]
+                      / (info["lambda_max"] * info["minibatch_kick"]) / 2 ** info["backoffs"])
+    monkeypatch.setattr(kernel, "minibatch_kick", lambda sampler, data: 1.0)
+    assert len(_sgld_survivors(train, seeds)) < 6
+
+
+def test_minibatch_kick_is_sgld_only_and_the_poisson_quantile_is_exact():
+    from scipy.stats import poisson
+
+    from pymf.nmf import kernel
+    for mean in (0.3, 1.125, 8.0, 40.0):
+        assert kernel.poisson_quantile(mean, 0.999) == int(poisson.ppf(0.999, mean))
+    assert kernel.poisson_quantile(400.0, 0.999) >= poisson.ppf(0.999, 400.0)
+    train = _sparse_gaussian_mf()
+    res = pymf.sample(pymf.TweedieNMF(2, beta=2.0, prior="gaussian"), train,
+                      pymf.PSGLD(blocks=2, n_threads=1), n_samples=5, seed=0, progress=False)
+    assert "minibatch_kick" not in res.params["auto_step"]

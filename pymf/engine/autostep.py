@@ -125,8 +125,12 @@ def largest_curvature(gradient, theta, seed, n_iter=POWER_ITERATIONS):
     return estimate
 
 
-def choose(gradient, theta, seed, pilot, fraction=FRACTION, step=None, minibatch_scale=None):
-    """(eps, info): eps = fraction * 2 / lambda_max, halved while pilot(eps) fails.
+def choose(gradient, theta, seed, pilot, fraction=FRACTION, step=None, minibatch_scale=None,
+           curvature_factor=1.0):
+    """(eps, info): eps = fraction * 2 / (curvature_factor lambda_max), halved while
+    pilot(eps) fails. curvature_factor >= 1: how much more curvature than lambda_max one
+    iteration's stochastic gradient can put on a part of theta (SGLD on sparse rows:
+    pymf.nmf.kernel.minibatch_kick); recorded as "minibatch_kick" when not 1.
 
     pilot(eps) runs the family's chain PILOT_UNITS units with constant step eps from the
     start and returns True if it stayed usable (it must put the chain back itself).
@@ -138,7 +142,7 @@ def choose(gradient, theta, seed, pilot, fraction=FRACTION, step=None, minibatch
         raise ValueError("AutoStep(minibatch_noise=...) is for DSGLD, SGLD, PSGLD and LD, whose "
                          "minibatch scale is known; give this sampler step_size='auto' or a step")
     lam = largest_curvature(gradient, theta, seed)
-    eps = fraction * 2.0 / lam
+    eps = fraction * 2.0 / (lam * curvature_factor)
     backoffs = 0
     while True:
         try:
@@ -154,6 +158,8 @@ def choose(gradient, theta, seed, pilot, fraction=FRACTION, step=None, minibatch
         eps *= 0.5
     info = {"lambda_max": lam, "fraction": fraction, "eps": eps, "backoffs": backoffs,
             "power_iterations": POWER_ITERATIONS, "pilot_units": PILOT_UNITS}
+    if curvature_factor != 1.0:
+        info["minibatch_kick"] = float(curvature_factor)
     if noise_bound is not None:
         # the piloted stable step stays the burn-in's (steps.with_burnin); a smaller step is
         # as stable, so the bounded one needs no pilot of its own

@@ -111,6 +111,18 @@ cdef class BlockedData:
         return np.array([pymf_part_size(&self.data, p) for p in range(self.grid.n_blocks)],
                         dtype=np.int64)
 
+    def line_counts(self):
+        """(per grid row, per grid column): the number of observed entries of each row and
+        column of the grid (int64), counted without copying the entries."""
+        cdef int64_t n = self.data.nnz
+        cdef int64_t I = self.grid.n_rows, J = self.grid.n_cols
+        if self.data.is_dense:
+            return np.full(I, J, dtype=np.int64), np.full(J, I, dtype=np.int64)
+        if n == 0:
+            return np.zeros(I, dtype=np.int64), np.zeros(J, dtype=np.int64)
+        return (np.bincount(np.asarray(<cnp.int32_t[:n]> self.data.rows), minlength=I),
+                np.bincount(np.asarray(<cnp.int32_t[:n]> self.data.cols), minlength=J))
+
     def sparse_entries(self):
         """(rows, cols, vals) in grid order and block layout (copies), for tests."""
         if self.data.is_dense:

@@ -201,6 +201,43 @@ def minibatch_scale(sampler, data):
     return None
 
 
+KICK_QUANTILE = 0.999
+
+
+def poisson_quantile(mean, level):
+    """The smallest k with P(Poisson(mean) <= k) >= level (a normal bound for large means)."""
+    if mean > 100.0:
+        return math.ceil(mean + 3.3 * math.sqrt(mean) + 1.0)
+    k, pmf = 0, math.exp(-mean)
+    cdf = pmf
+    while cdf < level:
+        k += 1
+        pmf *= mean / k
+        cdf += pmf
+    return k
+
+
+def minibatch_kick(sampler, data):
+    """SGLD's curvature factor for step_size="auto": a row (column) with n of the N entries
+    gets Poisson(n m / N) of an iteration's m draws, each scaled by s = N / m, so in one
+    iteration its curvature is about (draws) s / n times its full-data curvature (the
+    entries' curvatures spread evenly over the row). The stability rule is applied to
+    lambda_max times the KICK_QUANTILE quantile of that factor for the sparsest row or
+    column: at most one row-iteration in a thousand sees a larger kick. Without it, the
+    rule's step diverged in 4 of 6 seeds on a sparse Gaussian MF (about 36 entries in the
+    sparsest row, s = 32: a row drawn 5 times sees 4.4 times its curvature); 1 for the
+    other samplers (PSGLD's parts are whole blocks, DSGLD's server runs its own rule)."""
+    if sampler.kind != "sgld":
+        return 1.0
+    s = data.n_observed / sampler.batch_size(data.n_observed)
+    row_counts, col_counts = data.line_counts()
+    counts = np.concatenate([row_counts[row_counts > 0], col_counts[col_counts > 0]])
+    if s <= 1.0 or counts.size == 0:
+        return 1.0
+    n_min = float(counts.min())
+    return max(1.0, poisson_quantile(n_min / s, KICK_QUANTILE) * s / n_min)
+
+
 def resolve_auto_step(sampler, chain, data, model, seed, burnin=0):
     """(sampler, info): a sampler with step_size="auto" gets a constant step chosen at the
     chain's starting state (pymf.engine.autostep: power iterations on finite-difference
@@ -245,7 +282,8 @@ def resolve_auto_step(sampler, chain, data, model, seed, burnin=0):
 
     eps, info = autostep.choose(gradient, np.concatenate([W0.ravel(), Ht0.ravel()]),
                                 seed_sequence(seed), pilot, step=sampler.step_size,
-                                minibatch_scale=minibatch_scale(sampler, data))
+                                minibatch_scale=minibatch_scale(sampler, data),
+                                curvature_factor=minibatch_kick(sampler, data))
     if scale != 1.0:
         info["preconditioner_scale"] = scale
     if getattr(model, "sample_phi", False):
