@@ -90,6 +90,9 @@ typedef struct {
     int n_threads;          /* <= 0: OpenMP's default; never changes the chain */
     int first_process;      /* the processes this object runs: [first, first + n_local) */
     int n_local;            /* (threads: 0 and P; an MPI rank: its own) */
+    int split_merge;        /* split-merge proposals per iteration; 0: none */
+    int split_merge_flaw;   /* tests only: 1 drops the allocation probability from the
+                               Metropolis-Hastings ratio (a wrong move, for power checks) */
 } pymf_ibp_config;
 
 /* The rows [row_offset, row_offset + n_rows) of an N_total x D matrix, row-major.
@@ -141,6 +144,18 @@ int64_t pymf_ibp_stats_size(int K, int D);
 pymf_status pymf_ibp_local_stats(pymf_ibp *s, const int *new_features_all, double *stats_local,
                                  pymf_error *err);
 pymf_status pymf_ibp_master(pymf_ibp *s, const double *stats_summed, pymf_error *err);
+
+/* Split-merge moves (config.split_merge proposals), between iterations. Hybrid: after
+ * master, on every row; an object that holds every process passes NULL, NULL, an MPI rank
+ * every row's Z (N x K) and Y (N x D, held-out cells as imputed), and keeps its own rows.
+ * Collapsed Gibbs runs its moves inside local_sweeps; called between iterations it runs
+ * one round on the current state (the tests' entry). */
+pymf_status pymf_ibp_split_merge(pymf_ibp *s, const double *Z_all, const double *Y_all,
+                                 pymf_error *err);
+/* splits proposed, splits accepted, merges proposed, merges accepted since creation (or
+ * as set: a checkpoint carries them) */
+void pymf_ibp_split_merge_counts(const pymf_ibp *s, int64_t *counts);
+void pymf_ibp_set_split_merge_counts(pymf_ibp *s, const int64_t *counts);
 
 /* Collapsed block of the collapsed sampler, for the tests: M (K x K) and log|Z'Z + rI| as
  * the rank-one updates left them. Returns K. */
