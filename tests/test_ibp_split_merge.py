@@ -14,6 +14,7 @@ import pytest
 import ibp_reference as ref
 import pymf
 from pymf.ibp import _ibp
+from test_ibp import same_run, small_problem
 
 Z_LIMIT = 4.0
 Y_TINY = np.array([[1.0, 0.2], [0.9, 0.1], [0.1, 1.1]])
@@ -94,22 +95,6 @@ def test_power_the_allocation_probability_dropped_is_rejected(exact_posterior):
 
 
 # ---------- determinism, checkpoints, traces, bad input ----------
-
-def small_problem(n=80):
-    X, _, _ = pymf.datasets.make_cambridge(n=n, sigma_x=0.5, seed=4)
-    return X, pymf.ibp.checkerboard_mask(*X.shape, fraction=0.1), pymf.IBPLinearGaussian()
-
-
-def same_run(a, b):
-    assert a.trace.keys() == b.trace.keys()
-    for key in a.trace:
-        if key != "time":
-            np.testing.assert_array_equal(a.trace[key], b.trace[key], err_msg=key)
-    assert len(a.Z_samples) == len(b.Z_samples)
-    for za, zb, aa, ab in zip(a.Z_samples, b.Z_samples, a.A_samples, b.A_samples):
-        np.testing.assert_array_equal(za, zb)
-        np.testing.assert_array_equal(aa, ab)
-
 
 def test_hybrid_with_split_merge_is_the_same_chain_for_one_and_two_threads():
     X, mask, model = small_problem()

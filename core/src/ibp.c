@@ -375,6 +375,27 @@ static double gauss_logpdf_iso(const double *y, const double *mu, int D, double 
     return -0.5 * D * log(TWO_PI * var) - 0.5 * ss / var;
 }
 
+/* Appends an empty feature: its row and column of M are e / r (no row owns it). */
+static int block_add_empty(block *b, double r)
+{
+    if (!block_reserve(b, b->K + 1))
+        return 0;
+    const int k = b->K, D = b->D;
+    for (int64_t row = 0; row < b->n; ++row)
+        b->Z[row * b->cap + k] = 0.0;
+    for (int a = 0; a <= k; ++a) {
+        b->M[(int64_t)a * b->cap + k] = 0.0;
+        b->M[(int64_t)k * b->cap + a] = 0.0;
+    }
+    b->M[(int64_t)k * b->cap + k] = 1.0 / r;
+    memset(b->S + (int64_t)k * D, 0, sizeof(double) * (size_t)D);
+    memset(b->Abar + (int64_t)k * D, 0, sizeof(double) * (size_t)D);
+    b->m[k] = 0.0;
+    b->logdet += log(r);
+    b->K = k + 1;
+    return 1;
+}
+
 /* Row i, already taken out, gets the data y: Gibbs over the features other rows own,
  * the MH step on its singletons, then it is put back. N: rows of the whole matrix. */
 static int block_gibbs_row(block *b, int64_t i, const double *y, double N, double alpha,
@@ -431,20 +452,8 @@ static int block_gibbs_row(block *b, int64_t i, const double *y, double N, doubl
     if (!block_reserve(b, K + k_final))
         return 0;
     for (int c = 0; c < k_final; ++c) {
-        const int k = b->K;
-        for (int64_t row = 0; row < b->n; ++row)
-            b->Z[row * b->cap + k] = 0.0;
-        b->Z[i * b->cap + k] = 1.0;
-        for (int a = 0; a <= k; ++a) {
-            b->M[(int64_t)a * b->cap + k] = 0.0;
-            b->M[(int64_t)k * b->cap + a] = 0.0;
-        }
-        b->M[(int64_t)k * b->cap + k] = 1.0 / r;
-        memset(b->S + (int64_t)k * D, 0, sizeof(double) * (size_t)D);
-        memset(b->Abar + (int64_t)k * D, 0, sizeof(double) * (size_t)D);
-        b->m[k] = 0.0;
-        b->logdet += log(r);
-        b->K = k + 1;
+        block_add_empty(b, r);  /* room reserved above */
+        b->Z[i * b->cap + b->K - 1] = 1.0;
     }
     return block_row(b, i, +1);
 }
@@ -513,27 +522,6 @@ static double block_evidence(const block *b, double sx2, double sa2)
     for (int a = 0; a < b->K; ++a)
         fit += pymf_dot_sequential(b->S + (int64_t)a * b->D, b->Abar + (int64_t)a * b->D, b->D);
     return 0.5 * b->K * b->D * log(sx2 / sa2) - 0.5 * b->D * b->logdet + 0.5 * fit / sx2;
-}
-
-/* Appends an empty feature: its row and column of M are e / r (no row owns it). */
-static int block_add_empty(block *b, double r)
-{
-    if (!block_reserve(b, b->K + 1))
-        return 0;
-    const int k = b->K, D = b->D;
-    for (int64_t row = 0; row < b->n; ++row)
-        b->Z[row * b->cap + k] = 0.0;
-    for (int a = 0; a <= k; ++a) {
-        b->M[(int64_t)a * b->cap + k] = 0.0;
-        b->M[(int64_t)k * b->cap + a] = 0.0;
-    }
-    b->M[(int64_t)k * b->cap + k] = 1.0 / r;
-    memset(b->S + (int64_t)k * D, 0, sizeof(double) * (size_t)D);
-    memset(b->Abar + (int64_t)k * D, 0, sizeof(double) * (size_t)D);
-    b->m[k] = 0.0;
-    b->logdet += log(r);
-    b->K = k + 1;
-    return 1;
 }
 
 /* log f(m) = log((N - m)! (m - 1)! / N!): a feature's factor in the IBP prior of Z */
