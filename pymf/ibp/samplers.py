@@ -2,11 +2,19 @@
 from pymf.engine.checks import check_count, check_threads
 
 
-SPLIT_MERGE_HELP = """split_merge     split-merge proposals per iteration (0: none): Metropolis-Hastings
-                    moves that split one feature in two or merge two into one, collapsed
-                    over A (Jain & Neal's split-merge as Meeds et al. 2007 adapt it to the
-                    IBP; the maths in core/include/pymf/ibp.h); the acceptance counts are
-                    traced as split_merge_accept (and split_merge_proposed)."""
+SPLIT_MERGE = 10  # the default number of split-merge proposals per iteration
+
+SPLIT_MERGE_HELP = """split_merge     split-merge proposals per iteration (default 10; 0: none, the chain
+                    of pymf before the moves, bit for bit): Metropolis-Hastings moves that
+                    split one feature in two or merge two into one, collapsed over A (Jain &
+                    Neal's split-merge as Meeds et al. 2007 adapt it to the IBP; the maths
+                    in core/include/pymf/ibp.h); the counts are traced as
+                    split_merge_accept and split_merge_proposed. The default, measured on
+                    the 1000 x 36 Cambridge data (seeds 0-2, 1000 iterations): the features
+                    owned by >= 1 % of the rows at the end, 0 proposals: collapsed 7.2, 6.0,
+                    4.1, hybrid P = 2 5.0, 4.0, 5.0; 10: collapsed 4.0, 4.0, 5.0, hybrid 4.0,
+                    4.0, 4.0 (5: collapsed 6.1, 5.0, 4.0; 20: 4.0, 4.0, 4.0), for about 1.3x
+                    (collapsed) and 1.7x (hybrid) the seconds per iteration."""
 
 
 class CollapsedIBP:
@@ -21,7 +29,7 @@ class CollapsedIBP:
 
     kind = "collapsed"
 
-    def __init__(self, split_merge=0):
+    def __init__(self, split_merge=SPLIT_MERGE):
         self.split_merge = check_count(split_merge, "split_merge", 0)
 
     def params(self):
@@ -53,7 +61,7 @@ class HybridIBP:
     kind = "hybrid"
 
     def __init__(self, processes=1, sub_iterations=5, warm_start=0, n_threads=None,
-                 split_merge=0):
+                 split_merge=SPLIT_MERGE):
         self.processes = check_count(processes, "processes", 1)
         self.sub_iterations = check_count(sub_iterations, "sub_iterations", 1)
         self.warm_start = check_count(warm_start, "warm_start", 0)
