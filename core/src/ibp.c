@@ -420,6 +420,8 @@ static int block_gibbs_row(block *b, int64_t i, const double *y, double N, doubl
     double v = block_quad(b, z);
     const double *Mz = b->Mz;
     double *mu_flip = b->w;
+    /* the current state's density changes only when a flip is taken: then it is l_flip */
+    double l_cur = gauss_logpdf_iso(y, mu, D, sx2 * (1.0 + v) + k_old * sa2);
     for (int k = 0; k < K; ++k) {
         const double mk = b->m[k];
         const int on = z[k] != 0.0;
@@ -427,7 +429,6 @@ static int block_gibbs_row(block *b, int64_t i, const double *y, double N, doubl
         const double v_flip = v + 2.0 * sgn * Mz[k] + b->M[(int64_t)k * cap + k];
         for (int d = 0; d < D; ++d)
             mu_flip[d] = mu[d] + sgn * b->Abar[(int64_t)k * D + d];
-        const double l_cur = gauss_logpdf_iso(y, mu, D, sx2 * (1.0 + v) + k_old * sa2);
         const double l_flip = gauss_logpdf_iso(y, mu_flip, D, sx2 * (1.0 + v_flip) + k_old * sa2);
         const double l1 = (on ? l_cur : l_flip) + log(mk / N);
         const double l0 = (on ? l_flip : l_cur) + log((N - mk) / N);
@@ -437,6 +438,7 @@ static int block_gibbs_row(block *b, int64_t i, const double *y, double N, doubl
             z[k] = want ? 1.0 : 0.0;
             memcpy(mu, mu_flip, sizeof(double) * (size_t)D);
             v = v_flip;
+            l_cur = l_flip;
             /* Mz += sgn M[:, k] */
             for (int a = 0; a < K; ++a)
                 b->Mz[a] += sgn * b->M[(int64_t)a * cap + k];
