@@ -49,6 +49,7 @@ struct pymf_ibp {
     int64_t n_missing;
     int K, cap;             /* instantiated features (hybrid) */
     double *Z, *A, *pi, *A_norm2;
+    double *pi_logit;       /* cap: log(pi_k) - log(1 - pi_k), set when an iteration begins */
     int *in_tail;           /* cap: the process whose tail holds feature k in the tail
                                stage (its owners all lie there), P if it is empty (part of
                                every tail), else -1 */
@@ -817,7 +818,7 @@ void pymf_ibp_destroy(pymf_ibp *s)
         gsl_rng_free(s->sm_rng);
     block_free(&s->sm_block);
     free(s->Y); free(s->missing); free(s->Z); free(s->A); free(s->pi); free(s->A_norm2);
-    free(s->in_tail);
+    free(s->in_tail); free(s->pi_logit);
     free(s->new_counts); free(s->stats);
     free(s);
 }
@@ -836,12 +837,15 @@ static int reserve_features(pymf_ibp *s, int need)
     double *pi = calloc((size_t)cap, sizeof(double));
     double *A2 = calloc((size_t)cap, sizeof(double));
     int *in_tail = calloc((size_t)cap, sizeof(int));
-    if (!(Z && A && pi && A2 && in_tail)) {
-        free(Z); free(A); free(pi); free(A2); free(in_tail);
+    double *pi_logit = calloc((size_t)cap, sizeof(double));
+    if (!(Z && A && pi && A2 && in_tail && pi_logit)) {
+        free(Z); free(A); free(pi); free(A2); free(in_tail); free(pi_logit);
         return 0;
     }
     free(s->in_tail);
     s->in_tail = in_tail;
+    free(s->pi_logit);
+    s->pi_logit = pi_logit;
     for (int64_t i = 0; i < s->n_rows; ++i)
         memcpy(Z + i * cap, s->Z + i * s->cap, sizeof(double) * (size_t)s->K);
     memcpy(A, s->A, sizeof(double) * (size_t)s->K * s->D);
@@ -1080,8 +1084,11 @@ pymf_status pymf_ibp_begin(pymf_ibp *s, pymf_error *err)
         pr->tail.K = 0;
         memset(pr->tail.Z, 0, sizeof(double) * (size_t)(pr->n_rows > 0 ? pr->n_rows : 1) * pr->tail.cap);
     }
-    for (int k = 0; k < s->K; ++k)
+    for (int k = 0; k < s->K; ++k) {
         s->in_tail[k] = -1;
+        /* the prior odds of every flip of this iteration (pi is fixed until the master) */
+        s->pi_logit[k] = log(s->pi[k]) - log1p(-s->pi[k]);
+    }
     s->begun = 1;
     return PYMF_OK;
 }
@@ -1105,8 +1112,7 @@ static void flip_instantiated(pymf_ibp *s, process *pr, int64_t i, double *e, do
         const int on = z[k] != 0.0;
         /* log p(z=1) - log p(z=0) of the likelihood: ||e0||^2 - ||e1||^2 over 2 var */
         const double dl = (on ? 2.0 * dot + s->A_norm2[k] : 2.0 * dot - s->A_norm2[k]) / (2.0 * var);
-        const double pik = s->pi[k];
-        const double logit = log(pik) - log1p(-pik) + dl;
+        const double logit = s->pi_logit[k] + dl;
         const double p1 = 1.0 / (1.0 + exp(-logit));
         const int want = gsl_rng_uniform(pr->rng) < p1;
         if (want != on) {
