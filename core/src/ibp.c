@@ -538,28 +538,42 @@ enum { OPTION_FIRST = 0, OPTION_SECOND = 1, OPTION_BOTH = 2 };
 /* The sequential allocation of row n (taken out of the block) to features a and c (the
  * other features of the row as they are): the log probabilities of "a only", "c only"
  * and "both", each proportional to the predictive density of y_n times a weight from the
- * allocation so far (p_a = (m_a + 1/2) / (count + 1), likewise p_c, independent). */
+ * allocation so far (p_a = (m_a + 1/2) / (count + 1), likewise p_c, independent). The
+ * three predictives come from the row without a and c: z0'M z0, M z0 and y - z0'Abar once,
+ * then each option adds its columns (O(K^2 + nnz D) once and O(D) per option). */
 static void allocation_logprobs(block *b, int64_t n, int a, int c, double ma, double mc,
                                 double count, double sx2, double *logp)
 {
-    double *z = b->Z + n * b->cap;
-    const double *y = b->Y + n * b->D;
-    const double pa = (ma + 0.5) / (count + 1.0), pc = (mc + 0.5) / (count + 1.0);
-    const double za[3] = {1.0, 0.0, 1.0}, zc[3] = {0.0, 1.0, 1.0};
-    const double w[3] = {pa * (1.0 - pc), (1.0 - pa) * pc, pa * pc};
+    const int D = b->D, cap = b->cap;
+    double *z = b->Z + n * cap;
+    const double *y = b->Y + n * D;
     const double old_a = z[a], old_c = z[c];
+    z[a] = z[c] = 0.0;
+    const double q0 = block_quad(b, z);
+    block_mean(b, z, b->mu);
+    z[a] = old_a;
+    z[c] = old_c;
+    const double Maa = b->M[(int64_t)a * cap + a], Mcc = b->M[(int64_t)c * cap + c];
+    const double Mac = b->M[(int64_t)a * cap + c];
+    const double var[3] = {sx2 * (1.0 + q0 + 2.0 * b->Mz[a] + Maa),
+                           sx2 * (1.0 + q0 + 2.0 * b->Mz[c] + Mcc),
+                           sx2 * (1.0 + q0 + 2.0 * (b->Mz[a] + b->Mz[c]) + Maa + Mcc + 2.0 * Mac)};
+    const double *Aa = b->Abar + (int64_t)a * D, *Ac = b->Abar + (int64_t)c * D;
+    double ss[3] = {0.0, 0.0, 0.0};
+    for (int d = 0; d < D; ++d) {
+        const double e = y[d] - b->mu[d];
+        ss[0] += (e - Aa[d]) * (e - Aa[d]);
+        ss[1] += (e - Ac[d]) * (e - Ac[d]);
+        ss[2] += (e - Aa[d] - Ac[d]) * (e - Aa[d] - Ac[d]);
+    }
+    const double pa = (ma + 0.5) / (count + 1.0), pc = (mc + 0.5) / (count + 1.0);
+    const double w[3] = {pa * (1.0 - pc), (1.0 - pa) * pc, pa * pc};
     double top = -INFINITY;
     for (int o = 0; o < 3; ++o) {
-        z[a] = za[o];
-        z[c] = zc[o];
-        const double v = block_quad(b, z);
-        block_mean(b, z, b->mu);
-        logp[o] = log(w[o]) + gauss_logpdf_iso(y, b->mu, b->D, sx2 * (1.0 + v));
+        logp[o] = log(w[o]) - 0.5 * D * log(TWO_PI * var[o]) - 0.5 * ss[o] / var[o];
         if (logp[o] > top)
             top = logp[o];
     }
-    z[a] = old_a;
-    z[c] = old_c;
     double total = 0.0;
     for (int o = 0; o < 3; ++o)
         total += exp(logp[o] - top);
@@ -611,7 +625,7 @@ typedef struct {
     int64_t *rows;          /* the owners other than the anchors */
     unsigned char *bits;    /* their (z_a, z_c) before a merge, to undo it */
     int *fi, *fj;           /* the anchors' features */
-    block_copy before, out;
+    block_copy before, out, merged;
 } sm_work;
 
 static void sm_work_free(sm_work *w)
@@ -619,6 +633,7 @@ static void sm_work_free(sm_work *w)
     free(w->rows); free(w->bits); free(w->fi); free(w->fj);
     block_copy_free(&w->before);
     block_copy_free(&w->out);
+    block_copy_free(&w->merged);
 }
 
 /* The rows other than i and j that own feature a or c (c < 0: a only), in row order. */
@@ -691,24 +706,10 @@ static int propose_split(block *b, sm_work *w, int64_t i, int64_t j, int k, doub
     return 0;
 }
 
-/* Merge features k (owned by i, not j) and l (owned by j, not i) into k, the owners of
- * either owning it. The reverse split's probability of allocating the rows as they are is
- * computed by running its sequential allocation forced to the current Z. */
-static int propose_merge(block *b, sm_work *w, int64_t i, int64_t j, int k, int l, double N,
-                         double alpha, double sx2, double sa2, int flaw, gsl_rng *rng)
+/* Z's columns k and l merged into k on the anchor j and the rows (i owns k already), the
+ * rows' old (z_k, z_l) kept in w->bits; and back. */
+static void merge_columns(block *b, sm_work *w, int64_t j, int k, int l, int64_t n_rows)
 {
-    const double before = block_evidence(b, sx2, sa2), mk = b->m[k], ml = b->m[l];
-    if (!block_save(b, &w->before))
-        return -1;
-    const int64_t n_rows = owners(b, k, l, i, j, w->rows);
-    shuffle_rows(rng, w->rows, n_rows);
-    if (!take_out(b, i, j, w->rows, n_rows) || !block_save(b, &w->out))
-        return -1;
-    const double log_q = allocate_rows(b, i, j, k, l, w->rows, n_rows, 1, sx2, rng);
-    if (isnan(log_q))
-        return -1;
-    block_load(b, &w->out);
-    /* merged: every owner of k or l owns k; l stays, empty, until the move is accepted */
     for (int64_t u = 0; u < n_rows; ++u) {
         double *z = b->Z + w->rows[u] * b->cap;
         w->bits[u] = (unsigned char)((z[k] != 0.0) | ((z[l] != 0.0) << 1));
@@ -717,20 +718,10 @@ static int propose_merge(block *b, sm_work *w, int64_t i, int64_t j, int k, int 
     }
     b->Z[j * b->cap + k] = 1.0;
     b->Z[j * b->cap + l] = 0.0;
-    if (!block_row(b, i, +1) || !block_row(b, j, +1))
-        return -1;
-    for (int64_t u = 0; u < n_rows; ++u)
-        if (!block_row(b, w->rows[u], +1))
-            return -1;
-    const double log_prior = log_feature_prior(b->m[k], N) - log(alpha) -
-                             log_feature_prior(mk, N) - log_feature_prior(ml, N);
-    const double log_ratio = log_prior + block_evidence(b, sx2, sa2) - before +
-                             (flaw ? 0.0 : log_q);
-    if (metropolis(log_ratio, rng)) {
-        block_delete(b, l);
-        b->logdet -= log(sx2 / sa2);
-        return 1;
-    }
+}
+
+static void unmerge_columns(block *b, const sm_work *w, int64_t j, int k, int l, int64_t n_rows)
+{
     for (int64_t u = 0; u < n_rows; ++u) {
         double *z = b->Z + w->rows[u] * b->cap;
         z[k] = (double)(w->bits[u] & 1);
@@ -738,8 +729,57 @@ static int propose_merge(block *b, sm_work *w, int64_t i, int64_t j, int k, int 
     }
     b->Z[j * b->cap + k] = 0.0;
     b->Z[j * b->cap + l] = 1.0;
-    block_load(b, &w->before);
-    return 0;
+}
+
+/* Merge features k (owned by i, not j) and l (owned by j, not i) into k, the owners of
+ * either owning it. The reverse split's probability q of allocating the rows as they are
+ * is computed by running its sequential allocation forced to the current Z. u is drawn
+ * first: since log q <= 0, a merge the rest of the ratio already refuses needs no q (the
+ * same decision, for a third of the work). */
+static int propose_merge(block *b, sm_work *w, int64_t i, int64_t j, int k, int l, double N,
+                         double alpha, double sx2, double sa2, int flaw, gsl_rng *rng)
+{
+    const double before = block_evidence(b, sx2, sa2), mk = b->m[k], ml = b->m[l];
+    if (!block_save(b, &w->before))
+        return -1;
+    const int64_t n_rows = owners(b, k, l, i, j, w->rows);
+    shuffle_rows(rng, w->rows, n_rows);
+    const double log_u = log(gsl_rng_uniform(rng));
+    if (!take_out(b, i, j, w->rows, n_rows) || !block_save(b, &w->out))
+        return -1;
+    /* merged: every owner of k or l owns k; l stays, empty, until the move is accepted */
+    merge_columns(b, w, j, k, l, n_rows);
+    if (!block_row(b, i, +1) || !block_row(b, j, +1))
+        return -1;
+    for (int64_t u = 0; u < n_rows; ++u)
+        if (!block_row(b, w->rows[u], +1))
+            return -1;
+    const double log_prior = log_feature_prior(b->m[k], N) - log(alpha) -
+                             log_feature_prior(mk, N) - log_feature_prior(ml, N);
+    const double partial = log_prior + block_evidence(b, sx2, sa2) - before;
+    if (!(log_u < partial)) {
+        unmerge_columns(b, w, j, k, l, n_rows);
+        block_load(b, &w->before);
+        return 0;
+    }
+    if (!flaw) {
+        if (!block_save(b, &w->merged))
+            return -1;
+        unmerge_columns(b, w, j, k, l, n_rows);
+        block_load(b, &w->out);
+        const double log_q = allocate_rows(b, i, j, k, l, w->rows, n_rows, 1, sx2, rng);
+        if (isnan(log_q))
+            return -1;
+        if (!(log_u < partial + log_q)) {
+            block_load(b, &w->before);  /* Z is as it was */
+            return 0;
+        }
+        merge_columns(b, w, j, k, l, n_rows);
+        block_load(b, &w->merged);
+    }
+    block_delete(b, l);
+    b->logdet -= log(sx2 / sa2);
+    return 1;
 }
 
 /* n_proposals split-merge proposals on a block whose M, S, Abar and logdet are current
