@@ -13,8 +13,9 @@ SPLIT_MERGE_HELP = """split_merge     split-merge proposals per iteration (defau
                     the 1000 x 36 Cambridge data (seeds 0-2, 1000 iterations): the features
                     owned by >= 1 % of the rows at the end, 0 proposals: collapsed 7.2, 6.0,
                     4.1, hybrid P = 2 5.0, 4.0, 5.0; 10: collapsed 4.0, 4.0, 5.0, hybrid 4.0,
-                    4.0, 4.0 (5: collapsed 6.1, 5.0, 4.0; 20: 4.0, 4.0, 4.0), for about 1.3x
-                    (collapsed) and 1.7x (hybrid) the seconds per iteration."""
+                    4.0, 4.0 (5: collapsed 6.1, 5.0, 4.0; 20: 4.0, 4.0, 4.0), for about
+                    1.0-1.8x (collapsed) and 0.9-1.2x (hybrid) the seconds per iteration
+                    (noisy timings on a shared machine; README)."""
 
 
 class CollapsedIBP:

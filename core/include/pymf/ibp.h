@@ -86,12 +86,15 @@
  *     and order) allocates the rows as they are now, computed by running the allocation
  *     forced to the current Z. An anchor owning both: no move (no split makes that);
  *   - accept a split with min(1, alpha f(m_k) f(m_k') / f(m) * L'/L / q) (m: the owners
- *     of k before it), a merge with the inverse form times q. The pick probabilities 1/(N(N-1) |F_i| |F_j|) are the
+ *     of k before it), a merge with the inverse form times q. A merge draws its uniform
+ *     first and computes q only if the rest of the ratio does not already refuse it
+ *     (q <= 1: the same decision). The pick probabilities 1/(N(N-1) |F_i| |F_j|) are the
  *     same both ways (the anchors own one of the two features each), and the K! of the
  *     labelled prior cancels the 1/(K+1) of the place the new column takes among the K+1
  *     (pymf appends it; no move depends on the order of the columns).
  * Cost per proposal: the owners of the feature(s) taken out and put back by rank-one
- * updates, O(m (K^2 + K D)) for m owners; a rejected proposal restores Z's two columns and
+ * updates, O(m (K^2 + K D)) for m owners (a row's three allocations share one base, so
+ * scoring them adds O(D) each); a rejected proposal restores Z's two columns and
  * a saved copy of M, S, Abar, logdet (O(K^2 + K D)). Collapsed Gibbs makes the moves after
  * its sweep on the block it keeps; the hybrid's master after its step, on a block of every
  * row built from Z and Y (O(N K^2 + N K D)); if a move was accepted it draws A | Z, Y and
