@@ -18,6 +18,14 @@ Writes JSON (stdout and OUT/ibp_cambridge.json), a table, held-out metrics again
 few iterations per sampler: how the cost per iteration grows with N and P.
 
     python bench/ibp_cambridge.py --iterations 1000 --repeats 3 --mpi
+
+--split-merge 0 5 runs every sampler once per number of split-merge proposals per
+iteration (the methods are named "... SM=5"); --seeds 0 1 2 runs every method once per
+seed (named "... seed=1"; --repeats then repeats each seed) and adds a summary per method
+over the seeds (OUT/ibp_cambridge.json "by_method"): the split-merge comparison.
+
+    python bench/ibp_cambridge.py --iterations 1000 --repeats 1 --processes 2 \
+        --split-merge 0 5 --seeds 0 1 2
 """
 import argparse
 import json
@@ -89,7 +97,8 @@ def run_threads(sampler, X, mask, iterations, seed):
                        test_mask=mask, progress=False, trace_every=1)
 
 
-def run_mpi(ranks, args, out_dir):
+def run_mpi(ranks, args, out_dir, split_merge=0, seed=None):
+    seed = args.seed if seed is None else seed
     out = os.path.join(out_dir, f"mpi{ranks}.npz")
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     env = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
@@ -97,8 +106,8 @@ def run_mpi(ranks, args, out_dir):
                PRTE_MCA_rmaps_default_mapping_policy=":oversubscribe", CI="1")
     command = [mpiexec, "-n", str(ranks), sys.executable, "-m", "pymf.mpi", "ibp",
                "--data", "cambridge", "--n", str(args.n), "--sigma-x", "0.5",
-               "--samples", str(args.iterations), "--burnin", "0", "--seed", str(args.seed),
-               "--out", out]
+               "--samples", str(args.iterations), "--burnin", "0", "--seed", str(seed),
+               "--split-merge", str(split_merge), "--out", out]
     subprocess.run(command, env=env, check=True, capture_output=True, text=True)
     return pymf.load(out)
 
@@ -125,39 +134,55 @@ def main():
     p.add_argument("--large", type=int, default=0, help="rows of the scaling run (0: none)")
     p.add_argument("--large-iterations", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", type=int, nargs="+", default=None,
+                   help="run every method once per seed (the data stay those of --seed)")
+    p.add_argument("--split-merge", type=int, nargs="+", default=[0],
+                   help="split-merge proposals per iteration; one set of methods per value")
     p.add_argument("--out", default=os.path.join(HERE, "..", "results", "ibp"))
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     X, _, A_true = pymf.datasets.make_cambridge(n=args.n, sigma_x=0.5, seed=args.seed)
     mask = pymf.ibp.checkerboard_mask(*X.shape, 0.1)
-    methods = [("collapsed", lambda: pymf.CollapsedIBP(), "threads", 1)]
-    for P in args.processes:
-        methods.append((f"hybrid P={P}", lambda P=P: pymf.HybridIBP(processes=P,
-                                                                     n_threads=args.threads),
-                        "threads", args.threads or os.cpu_count()))
-    if args.mpi:
+    methods = []
+    for sm in args.split_merge:
+        tag = f" SM={sm}" if sm else ""
+        methods.append(("collapsed" + tag, lambda sm=sm: pymf.CollapsedIBP(split_merge=sm),
+                        "threads", 1, sm))
         for P in args.processes:
-            methods.append((f"hybrid P={P} MPI", P, "mpi", P))
+            methods.append((f"hybrid P={P}{tag}",
+                            lambda P=P, sm=sm: pymf.HybridIBP(processes=P, n_threads=args.threads,
+                                                              split_merge=sm),
+                            "threads", args.threads or os.cpu_count(), sm))
+        if args.mpi:
+            for P in args.processes:
+                methods.append((f"hybrid P={P} MPI{tag}", P, "mpi", P, sm))
+    seeds = [args.seed] if args.seeds is None else args.seeds
     rows, runs = [], {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, make, backend, workers in methods:
+        for (base, make, backend, workers, sm), seed in [(m, s) for m in methods for s in seeds]:
+            name = base if args.seeds is None else f"{base} seed={seed}"
             results = []
             for _ in range(args.repeats):
-                res = (run_threads(make(), X, mask, args.iterations, args.seed)
-                       if backend == "threads" else run_mpi(make, args, tmp))
+                res = (run_threads(make(), X, mask, args.iterations, seed)
+                       if backend == "threads" else run_mpi(make, args, tmp, sm, seed))
                 results.append(res)
             summaries = [summarise(r, args.iterations, X, mask) for r in results]
             median = min(range(len(results)),
                          key=lambda i: abs(summaries[i]["total_seconds"] - statistics.median(
                              s["total_seconds"] for s in summaries)))
-            row = {"method": name, "backend": backend, "workers": workers, **summaries[median],
+            row = {"method": name, "base_method": base, "seed": seed, "split_merge": sm,
+                   "backend": backend, "workers": workers, **summaries[median],
                    "seconds_per_iteration_all": [s["seconds_per_iteration"] for s in summaries]}
+            if sm:
+                trace = results[median].trace
+                row["split_accepted"] = float(trace["split_accept"][-1])
+                row["merge_accepted"] = float(trace["merge_accept"][-1])
+                row["split_merge_proposed"] = float(trace["split_merge_proposed"][-1])
             runs[name] = results[median]
             rows.append(row)
             results[median].features_png(os.path.join(
                 args.out, "ibp_features_" + name.replace(" ", "_").replace("=", "") + ".png"))
-    collapsed = runs["collapsed"]
-    t_c = next(r for r in rows if r["method"] == "collapsed")
+    t_c = rows[0]  # the first collapsed run (of the first seed and split-merge setting)
     target = t_c["final_heldout_loglik"]
     for row in rows:
         res = runs[row["method"]]
@@ -178,7 +203,7 @@ def main():
                 "targets": {"collapsed_seconds_per_sweep": 0.01,
                             "hybrid_P2_plateau_seconds": 1.0,
                             "hybrid_P2_ratio_to_collapsed": 0.3},
-                "rows": rows}
+                "rows": rows, "by_method": by_method(rows)}
     # the truth's features, for the figure
     pymf.ibp.IBPResult.features_png(_Truth(A_true, X.shape), os.path.join(args.out, "ibp_features_truth.png"))
     import matplotlib
@@ -207,9 +232,34 @@ def main():
                        "ratio_to_collapsed_time", "ratio_to_collapsed_predictive_time",
                        "final_K", "final_K_major",
                        "final_sigma_x", "final_predictive_loglik"]), file=sys.stderr)
+    if args.seeds is not None:
+        print(table(document["by_method"], ["method", "seeds", "seconds_per_iteration",
+                                            "final_K", "final_K_major", "final_K_major_all",
+                                            "final_sigma_x", "final_predictive_loglik",
+                                            "moves_accepted"]), file=sys.stderr)
     if args.large:
         print(table(document["large"], ["method", "n", "seconds_per_iteration", "final_K"]),
               file=sys.stderr)
+
+
+def by_method(rows):
+    """Per method (over its seeds): the means of the final K+, K+ of >= 1 % of the rows,
+    sigma_x and predictive log density, the median seconds per iteration, and every seed's
+    K_major."""
+    out = []
+    for base in dict.fromkeys(r["base_method"] for r in rows):
+        group = [r for r in rows if r["base_method"] == base]
+        mean = lambda key: float(np.mean([r[key] for r in group]))  # noqa: E731
+        out.append({"method": base, "seeds": str([r["seed"] for r in group]),
+                    "seconds_per_iteration": float(np.median(
+                        [r["seconds_per_iteration"] for r in group])),
+                    "final_K": mean("final_K"), "final_K_major": mean("final_K_major"),
+                    "final_K_major_all": str([round(r["final_K_major"], 2) for r in group]),
+                    "final_sigma_x": mean("final_sigma_x"),
+                    "final_predictive_loglik": mean("final_predictive_loglik"),
+                    "moves_accepted": str([r.get("split_accepted", 0) + r.get("merge_accepted", 0)
+                                           for r in group])})
+    return out
 
 
 class _Truth:

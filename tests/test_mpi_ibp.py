@@ -19,11 +19,12 @@ ARGS = ["--data", "cambridge", "--n", "60", "--samples", "12", "--burnin", "4", 
         "--seed", "3", "--warm-start", "2"]
 
 
-@pytest.mark.parametrize("n_ranks", [2, 3])
-def test_mpi_equals_threads_bit_for_bit(tmp_path, n_ranks):
+@pytest.mark.parametrize("n_ranks, split_merge", [(2, 0), (3, 0), (2, 4)])
+def test_mpi_equals_threads_bit_for_bit(tmp_path, n_ranks, split_merge):
+    """split_merge: the master's moves on every rank from every row's gathered Z and Y."""
     out = tmp_path / "mpi.npz"
     command = [mpiexec_path(), "-n", str(n_ranks), sys.executable, "-m", "pymf.mpi", "ibp",
-               *ARGS, "--out", str(out)]
+               *ARGS, "--split-merge", str(split_merge), "--out", str(out)]
     proc = subprocess.run(command, cwd=tmp_path, env=mpi_env(), capture_output=True, text=True,
                           timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -33,7 +34,8 @@ def test_mpi_equals_threads_bit_for_bit(tmp_path, n_ranks):
     X, _, _ = pymf.datasets.make_cambridge(n=60, sigma_x=0.5, seed=3)
     mask = pymf.ibp.checkerboard_mask(*X.shape, 0.1)
     threads = pymf.sample(pymf.IBPLinearGaussian(), X,
-                          pymf.HybridIBP(processes=n_ranks, warm_start=2), n_samples=12,
+                          pymf.HybridIBP(processes=n_ranks, warm_start=2,
+                                         split_merge=split_merge), n_samples=12,
                           burnin=4, thin=3, seed=3, test_mask=mask, progress=False)
     for key in threads.trace:
         if key != "time":
@@ -44,6 +46,8 @@ def test_mpi_equals_threads_bit_for_bit(tmp_path, n_ranks):
     for a, b in zip(distributed.A_samples, threads.A_samples):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(distributed.test_density, threads.test_density)
+    if split_merge:
+        assert threads.trace["split_merge_proposed"][-1] > 0
 
 
 def test_mpi_resumes_a_threads_checkpoint_bit_for_bit(tmp_path):

@@ -13,7 +13,7 @@
 #include "pymf/linalg.h"
 #include "pymf/rng.h"
 
-enum { STREAM_PROCESS = 1, STREAM_MASTER = 2, STREAM_IMPUTE = 3 };
+enum { STREAM_PROCESS = 1, STREAM_MASTER = 2, STREAM_IMPUTE = 3, STREAM_SPLIT_MERGE = 4 };
 
 static const double TWO_PI = 6.283185307179586;
 
@@ -49,6 +49,7 @@ struct pymf_ibp {
     int64_t n_missing;
     int K, cap;             /* instantiated features (hybrid) */
     double *Z, *A, *pi, *A_norm2;
+    double *pi_logit;       /* cap: log(pi_k) - log(1 - pi_k), set when an iteration begins */
     int *in_tail;           /* cap: the process whose tail holds feature k in the tail
                                stage (its owners all lie there), P if it is empty (part of
                                every tail), else -1 */
@@ -61,6 +62,9 @@ struct pymf_ibp {
     int *new_counts;        /* P */
     double *stats;          /* n_local x stats_size of the current K */
     int64_t stats_cap;
+    gsl_rng *sm_rng;        /* the split-merge moves' stream */
+    block sm_block;         /* hybrid: every row, collapsed, for the split-merge moves */
+    int64_t sm_counts[4];   /* splits proposed, accepted, merges proposed, accepted */
 };
 
 /* ---------- small dense linear algebra (K is tens at most) ---------- */
@@ -372,6 +376,27 @@ static double gauss_logpdf_iso(const double *y, const double *mu, int D, double 
     return -0.5 * D * log(TWO_PI * var) - 0.5 * ss / var;
 }
 
+/* Appends an empty feature: its row and column of M are e / r (no row owns it). */
+static int block_add_empty(block *b, double r)
+{
+    if (!block_reserve(b, b->K + 1))
+        return 0;
+    const int k = b->K, D = b->D;
+    for (int64_t row = 0; row < b->n; ++row)
+        b->Z[row * b->cap + k] = 0.0;
+    for (int a = 0; a <= k; ++a) {
+        b->M[(int64_t)a * b->cap + k] = 0.0;
+        b->M[(int64_t)k * b->cap + a] = 0.0;
+    }
+    b->M[(int64_t)k * b->cap + k] = 1.0 / r;
+    memset(b->S + (int64_t)k * D, 0, sizeof(double) * (size_t)D);
+    memset(b->Abar + (int64_t)k * D, 0, sizeof(double) * (size_t)D);
+    b->m[k] = 0.0;
+    b->logdet += log(r);
+    b->K = k + 1;
+    return 1;
+}
+
 /* Row i, already taken out, gets the data y: Gibbs over the features other rows own,
  * the MH step on its singletons, then it is put back. N: rows of the whole matrix. */
 static int block_gibbs_row(block *b, int64_t i, const double *y, double N, double alpha,
@@ -396,6 +421,8 @@ static int block_gibbs_row(block *b, int64_t i, const double *y, double N, doubl
     double v = block_quad(b, z);
     const double *Mz = b->Mz;
     double *mu_flip = b->w;
+    /* the current state's density changes only when a flip is taken: then it is l_flip */
+    double l_cur = gauss_logpdf_iso(y, mu, D, sx2 * (1.0 + v) + k_old * sa2);
     for (int k = 0; k < K; ++k) {
         const double mk = b->m[k];
         const int on = z[k] != 0.0;
@@ -403,7 +430,6 @@ static int block_gibbs_row(block *b, int64_t i, const double *y, double N, doubl
         const double v_flip = v + 2.0 * sgn * Mz[k] + b->M[(int64_t)k * cap + k];
         for (int d = 0; d < D; ++d)
             mu_flip[d] = mu[d] + sgn * b->Abar[(int64_t)k * D + d];
-        const double l_cur = gauss_logpdf_iso(y, mu, D, sx2 * (1.0 + v) + k_old * sa2);
         const double l_flip = gauss_logpdf_iso(y, mu_flip, D, sx2 * (1.0 + v_flip) + k_old * sa2);
         const double l1 = (on ? l_cur : l_flip) + log(mk / N);
         const double l0 = (on ? l_flip : l_cur) + log((N - mk) / N);
@@ -413,6 +439,7 @@ static int block_gibbs_row(block *b, int64_t i, const double *y, double N, doubl
             z[k] = want ? 1.0 : 0.0;
             memcpy(mu, mu_flip, sizeof(double) * (size_t)D);
             v = v_flip;
+            l_cur = l_flip;
             /* Mz += sgn M[:, k] */
             for (int a = 0; a < K; ++a)
                 b->Mz[a] += sgn * b->M[(int64_t)a * cap + k];
@@ -428,22 +455,379 @@ static int block_gibbs_row(block *b, int64_t i, const double *y, double N, doubl
     if (!block_reserve(b, K + k_final))
         return 0;
     for (int c = 0; c < k_final; ++c) {
-        const int k = b->K;
-        for (int64_t row = 0; row < b->n; ++row)
-            b->Z[row * b->cap + k] = 0.0;
-        b->Z[i * b->cap + k] = 1.0;
-        for (int a = 0; a <= k; ++a) {
-            b->M[(int64_t)a * b->cap + k] = 0.0;
-            b->M[(int64_t)k * b->cap + a] = 0.0;
-        }
-        b->M[(int64_t)k * b->cap + k] = 1.0 / r;
-        memset(b->S + (int64_t)k * D, 0, sizeof(double) * (size_t)D);
-        memset(b->Abar + (int64_t)k * D, 0, sizeof(double) * (size_t)D);
-        b->m[k] = 0.0;
-        b->logdet += log(r);
-        b->K = k + 1;
+        block_add_empty(b, r);  /* room reserved above */
+        b->Z[i * b->cap + b->K - 1] = 1.0;
     }
     return block_row(b, i, +1);
+}
+
+/* ---------- split-merge moves (collapsed over A; the maths in ibp.h) ---------- */
+
+/* A compact copy of a block's M, S, Abar, counts and logdet: what a rejected proposal
+ * restores (Z is restored by the proposal itself, which knows the rows it changed). */
+typedef struct {
+    int K, cap;
+    double logdet;
+    double *M, *S, *Abar, *m;
+} block_copy;
+
+static void block_copy_free(block_copy *c)
+{
+    free(c->M); free(c->S); free(c->Abar); free(c->m);
+    memset(c, 0, sizeof *c);
+}
+
+static int block_save(const block *b, block_copy *c)
+{
+    const int K = b->K, D = b->D;
+    if (K > c->cap) {
+        block_copy_free(c);
+        const int cap = K > 8 ? 2 * K : 8;
+        c->M = malloc(sizeof(double) * (size_t)cap * cap);
+        c->S = malloc(sizeof(double) * (size_t)cap * D);
+        c->Abar = malloc(sizeof(double) * (size_t)cap * D);
+        c->m = malloc(sizeof(double) * (size_t)cap);
+        if (!(c->M && c->S && c->Abar && c->m)) {
+            block_copy_free(c);
+            return 0;
+        }
+        c->cap = cap;
+    }
+    c->K = K;
+    c->logdet = b->logdet;
+    for (int a = 0; a < K; ++a)
+        memcpy(c->M + (int64_t)a * K, b->M + (int64_t)a * b->cap, sizeof(double) * (size_t)K);
+    memcpy(c->S, b->S, sizeof(double) * (size_t)K * D);
+    memcpy(c->Abar, b->Abar, sizeof(double) * (size_t)K * D);
+    memcpy(c->m, b->m, sizeof(double) * (size_t)K);
+    return 1;
+}
+
+/* b->cap >= c->K holds: a block only grows */
+static void block_load(block *b, const block_copy *c)
+{
+    const int K = c->K, D = b->D;
+    b->K = K;
+    b->logdet = c->logdet;
+    for (int a = 0; a < K; ++a)
+        memcpy(b->M + (int64_t)a * b->cap, c->M + (int64_t)a * K, sizeof(double) * (size_t)K);
+    memcpy(b->S, c->S, sizeof(double) * (size_t)K * D);
+    memcpy(b->Abar, c->Abar, sizeof(double) * (size_t)K * D);
+    memcpy(b->m, c->m, sizeof(double) * (size_t)K);
+}
+
+/* log p(Y | Z) up to a constant of Z: K D log(sigma_x / sigma_a) - D/2 log|Z'Z + rI|
+ * + tr(S' M S) / (2 sigma_x^2). An empty feature adds D log(sigma_x / sigma_a) - D/2 log r
+ * = 0, so a block may carry one. */
+static double block_evidence(const block *b, double sx2, double sa2)
+{
+    double fit = 0.0;
+    for (int a = 0; a < b->K; ++a)
+        fit += pymf_dot_sequential(b->S + (int64_t)a * b->D, b->Abar + (int64_t)a * b->D, b->D);
+    return 0.5 * b->K * b->D * log(sx2 / sa2) - 0.5 * b->D * b->logdet + 0.5 * fit / sx2;
+}
+
+/* log f(m) = log((N - m)! (m - 1)! / N!): a feature's factor in the IBP prior of Z */
+static double log_feature_prior(double m, double N)
+{
+    return lgamma(N - m + 1.0) + lgamma(m) - lgamma(N + 1.0);
+}
+
+enum { OPTION_FIRST = 0, OPTION_SECOND = 1, OPTION_BOTH = 2 };
+
+/* The sequential allocation of row n (taken out of the block) to features a and c (the
+ * other features of the row as they are): the log probabilities of "a only", "c only"
+ * and "both", each proportional to the predictive density of y_n times a weight from the
+ * allocation so far (p_a = (m_a + 1/2) / (count + 1), likewise p_c, independent). The
+ * three predictives come from the row without a and c: z0'M z0, M z0 and y - z0'Abar once,
+ * then each option adds its columns (O(K^2 + nnz D) once and O(D) per option). */
+static void allocation_logprobs(block *b, int64_t n, int a, int c, double ma, double mc,
+                                double count, double sx2, double *logp)
+{
+    const int D = b->D, cap = b->cap;
+    double *z = b->Z + n * cap;
+    const double *y = b->Y + n * D;
+    const double old_a = z[a], old_c = z[c];
+    z[a] = z[c] = 0.0;
+    const double q0 = block_quad(b, z);
+    block_mean(b, z, b->mu);
+    z[a] = old_a;
+    z[c] = old_c;
+    const double Maa = b->M[(int64_t)a * cap + a], Mcc = b->M[(int64_t)c * cap + c];
+    const double Mac = b->M[(int64_t)a * cap + c];
+    const double var[3] = {sx2 * (1.0 + q0 + 2.0 * b->Mz[a] + Maa),
+                           sx2 * (1.0 + q0 + 2.0 * b->Mz[c] + Mcc),
+                           sx2 * (1.0 + q0 + 2.0 * (b->Mz[a] + b->Mz[c]) + Maa + Mcc + 2.0 * Mac)};
+    const double *Aa = b->Abar + (int64_t)a * D, *Ac = b->Abar + (int64_t)c * D;
+    double ss[3] = {0.0, 0.0, 0.0};
+    for (int d = 0; d < D; ++d) {
+        const double e = y[d] - b->mu[d];
+        ss[0] += (e - Aa[d]) * (e - Aa[d]);
+        ss[1] += (e - Ac[d]) * (e - Ac[d]);
+        ss[2] += (e - Aa[d] - Ac[d]) * (e - Aa[d] - Ac[d]);
+    }
+    const double pa = (ma + 0.5) / (count + 1.0), pc = (mc + 0.5) / (count + 1.0);
+    const double w[3] = {pa * (1.0 - pc), (1.0 - pa) * pc, pa * pc};
+    double top = -INFINITY;
+    for (int o = 0; o < 3; ++o) {
+        logp[o] = log(w[o]) - 0.5 * D * log(TWO_PI * var[o]) - 0.5 * ss[o] / var[o];
+        if (logp[o] > top)
+            top = logp[o];
+    }
+    double total = 0.0;
+    for (int o = 0; o < 3; ++o)
+        total += exp(logp[o] - top);
+    const double norm = top + log(total);
+    for (int o = 0; o < 3; ++o)
+        logp[o] -= norm;
+}
+
+static int row_option(const double *z, int a, int c)
+{
+    return z[a] != 0.0 && z[c] != 0.0 ? OPTION_BOTH : (z[a] != 0.0 ? OPTION_FIRST : OPTION_SECOND);
+}
+
+/* Puts the anchors i (feature a) and j (feature c) and then rows[0..n_rows) back into a
+ * block they were all taken out of, allocating each row to a, c or both: drawn from
+ * allocation_logprobs (force == 0), or kept as Z has it (force == 1). Returns the log
+ * probability of the allocation, or NAN if a rank-one update failed. */
+static double allocate_rows(block *b, int64_t i, int64_t j, int a, int c, const int64_t *rows,
+                            int64_t n_rows, int force, double sx2, gsl_rng *rng)
+{
+    if (!block_row(b, i, +1) || !block_row(b, j, +1))
+        return NAN;
+    double ma = 1.0, mc = 1.0, log_q = 0.0, logp[3];
+    for (int64_t u = 0; u < n_rows; ++u) {
+        const int64_t n = rows[u];
+        double *z = b->Z + n * b->cap;
+        allocation_logprobs(b, n, a, c, ma, mc, (double)(u + 2), sx2, logp);
+        int o;
+        if (force) {
+            o = row_option(z, a, c);
+        } else {
+            const double x = gsl_rng_uniform(rng);
+            o = x < exp(logp[0]) ? OPTION_FIRST
+                : (x < exp(logp[0]) + exp(logp[1]) ? OPTION_SECOND : OPTION_BOTH);
+            z[a] = o != OPTION_SECOND ? 1.0 : 0.0;
+            z[c] = o != OPTION_FIRST ? 1.0 : 0.0;
+        }
+        log_q += logp[o];
+        ma += z[a];
+        mc += z[c];
+        if (!block_row(b, n, +1))
+            return NAN;
+    }
+    return log_q;
+}
+
+/* Scratch of the split-merge moves (sized for the block's rows and features). */
+typedef struct {
+    int64_t *rows;          /* the owners other than the anchors */
+    unsigned char *bits;    /* their (z_a, z_c) before a merge, to undo it */
+    int *fi, *fj;           /* the anchors' features */
+    block_copy before, out, merged;
+} sm_work;
+
+static void sm_work_free(sm_work *w)
+{
+    free(w->rows); free(w->bits); free(w->fi); free(w->fj);
+    block_copy_free(&w->before);
+    block_copy_free(&w->out);
+    block_copy_free(&w->merged);
+}
+
+/* The rows other than i and j that own feature a or c (c < 0: a only), in row order. */
+static int64_t owners(const block *b, int a, int c, int64_t i, int64_t j, int64_t *rows)
+{
+    int64_t n = 0;
+    for (int64_t row = 0; row < b->n; ++row) {
+        const double *z = b->Z + row * b->cap;
+        if (row != i && row != j && (z[a] != 0.0 || (c >= 0 && z[c] != 0.0)))
+            rows[n++] = row;
+    }
+    return n;
+}
+
+/* A uniformly random order of the rows (gsl_ran_shuffle reads past an empty array) */
+static void shuffle_rows(gsl_rng *rng, int64_t *rows, int64_t n_rows)
+{
+    if (n_rows > 1)
+        gsl_ran_shuffle(rng, rows, (size_t)n_rows, sizeof(int64_t));
+}
+
+static int take_out(block *b, int64_t i, int64_t j, const int64_t *rows, int64_t n_rows)
+{
+    if (!block_row(b, i, -1) || !block_row(b, j, -1))
+        return 0;
+    for (int64_t u = 0; u < n_rows; ++u)
+        if (!block_row(b, rows[u], -1))
+            return 0;
+    return 1;
+}
+
+static int metropolis(double log_ratio, gsl_rng *rng)
+{
+    return log_ratio >= 0.0 || gsl_rng_uniform(rng) < exp(log_ratio);
+}
+
+/* Split feature k (owned by both anchors) into k (i's) and a new feature (j's), the other
+ * owners allocated sequentially in a random order. Returns 1 accepted, 0 rejected, -1 a
+ * numerical failure (the block is then not usable). */
+static int propose_split(block *b, sm_work *w, int64_t i, int64_t j, int k, double N,
+                         double alpha, double sx2, double sa2, int flaw, gsl_rng *rng)
+{
+    const double r = sx2 / sa2;
+    const double before = block_evidence(b, sx2, sa2), m_old = b->m[k];
+    if (!block_save(b, &w->before))
+        return -1;
+    const int64_t n_rows = owners(b, k, -1, i, j, w->rows);
+    shuffle_rows(rng, w->rows, n_rows);
+    if (!take_out(b, i, j, w->rows, n_rows) || !block_add_empty(b, r))
+        return -1;
+    const int c = b->K - 1;
+    b->Z[j * b->cap + k] = 0.0;
+    b->Z[j * b->cap + c] = 1.0;
+    const double log_q = allocate_rows(b, i, j, k, c, w->rows, n_rows, 0, sx2, rng);
+    if (isnan(log_q))
+        return -1;
+    const double log_prior = log(alpha) + log_feature_prior(b->m[k], N) +
+                             log_feature_prior(b->m[c], N) - log_feature_prior(m_old, N);
+    const double log_ratio = log_prior + block_evidence(b, sx2, sa2) - before -
+                             (flaw ? 0.0 : log_q);
+    if (metropolis(log_ratio, rng))
+        return 1;
+    for (int64_t row = 0; row < b->n; ++row) {
+        double *z = b->Z + row * b->cap;
+        if (z[c] != 0.0)
+            z[k] = 1.0;
+        z[c] = 0.0;
+    }
+    block_load(b, &w->before);
+    return 0;
+}
+
+/* Z's columns k and l merged into k on the anchor j and the rows (i owns k already), the
+ * rows' old (z_k, z_l) kept in w->bits; and back. */
+static void merge_columns(block *b, sm_work *w, int64_t j, int k, int l, int64_t n_rows)
+{
+    for (int64_t u = 0; u < n_rows; ++u) {
+        double *z = b->Z + w->rows[u] * b->cap;
+        w->bits[u] = (unsigned char)((z[k] != 0.0) | ((z[l] != 0.0) << 1));
+        z[k] = 1.0;
+        z[l] = 0.0;
+    }
+    b->Z[j * b->cap + k] = 1.0;
+    b->Z[j * b->cap + l] = 0.0;
+}
+
+static void unmerge_columns(block *b, const sm_work *w, int64_t j, int k, int l, int64_t n_rows)
+{
+    for (int64_t u = 0; u < n_rows; ++u) {
+        double *z = b->Z + w->rows[u] * b->cap;
+        z[k] = (double)(w->bits[u] & 1);
+        z[l] = (double)((w->bits[u] >> 1) & 1);
+    }
+    b->Z[j * b->cap + k] = 0.0;
+    b->Z[j * b->cap + l] = 1.0;
+}
+
+/* Merge features k (owned by i, not j) and l (owned by j, not i) into k, the owners of
+ * either owning it. The reverse split's probability q of allocating the rows as they are
+ * is computed by running its sequential allocation forced to the current Z. u is drawn
+ * first: since log q <= 0, a merge the rest of the ratio already refuses needs no q (the
+ * same decision, for a third of the work). */
+static int propose_merge(block *b, sm_work *w, int64_t i, int64_t j, int k, int l, double N,
+                         double alpha, double sx2, double sa2, int flaw, gsl_rng *rng)
+{
+    const double before = block_evidence(b, sx2, sa2), mk = b->m[k], ml = b->m[l];
+    if (!block_save(b, &w->before))
+        return -1;
+    const int64_t n_rows = owners(b, k, l, i, j, w->rows);
+    shuffle_rows(rng, w->rows, n_rows);
+    const double log_u = log(gsl_rng_uniform(rng));
+    if (!take_out(b, i, j, w->rows, n_rows) || !block_save(b, &w->out))
+        return -1;
+    /* merged: every owner of k or l owns k; l stays, empty, until the move is accepted */
+    merge_columns(b, w, j, k, l, n_rows);
+    if (!block_row(b, i, +1) || !block_row(b, j, +1))
+        return -1;
+    for (int64_t u = 0; u < n_rows; ++u)
+        if (!block_row(b, w->rows[u], +1))
+            return -1;
+    const double log_prior = log_feature_prior(b->m[k], N) - log(alpha) -
+                             log_feature_prior(mk, N) - log_feature_prior(ml, N);
+    const double partial = log_prior + block_evidence(b, sx2, sa2) - before;
+    if (!(log_u < partial)) {
+        unmerge_columns(b, w, j, k, l, n_rows);
+        block_load(b, &w->before);
+        return 0;
+    }
+    if (!flaw) {
+        if (!block_save(b, &w->merged))
+            return -1;
+        unmerge_columns(b, w, j, k, l, n_rows);
+        block_load(b, &w->out);
+        const double log_q = allocate_rows(b, i, j, k, l, w->rows, n_rows, 1, sx2, rng);
+        if (isnan(log_q))
+            return -1;
+        if (!(log_u < partial + log_q)) {
+            block_load(b, &w->before);  /* Z is as it was */
+            return 0;
+        }
+        merge_columns(b, w, j, k, l, n_rows);
+        block_load(b, &w->merged);
+    }
+    block_delete(b, l);
+    b->logdet -= log(sx2 / sa2);
+    return 1;
+}
+
+/* n_proposals split-merge proposals on a block whose M, S, Abar and logdet are current
+ * (every feature owned by some row). counts: split proposed, accepted, merge proposed,
+ * accepted (added to). Returns 0 on a numerical failure. */
+static int split_merge(block *b, int n_proposals, double N, double alpha, double sx2,
+                       double sa2, int flaw, gsl_rng *rng, int64_t *counts)
+{
+    if (b->n < 2 || n_proposals < 1)
+        return 1;
+    sm_work w;
+    memset(&w, 0, sizeof w);
+    w.rows = malloc(sizeof(int64_t) * (size_t)b->n);
+    w.bits = malloc((size_t)b->n);
+    w.fi = malloc(sizeof(int) * (size_t)(b->K + n_proposals + 1));
+    w.fj = malloc(sizeof(int) * (size_t)(b->K + n_proposals + 1));
+    int ok = w.rows && w.bits && w.fi && w.fj;
+    for (int p = 0; ok && p < n_proposals; ++p) {
+        const int64_t i = (int64_t)gsl_rng_uniform_int(rng, (unsigned long)b->n);
+        int64_t j = (int64_t)gsl_rng_uniform_int(rng, (unsigned long)(b->n - 1));
+        j += j >= i;
+        int ni = 0, nj = 0;
+        for (int a = 0; a < b->K; ++a) {
+            if (b->Z[i * b->cap + a] != 0.0)
+                w.fi[ni++] = a;
+            if (b->Z[j * b->cap + a] != 0.0)
+                w.fj[nj++] = a;
+        }
+        if (ni == 0 || nj == 0)
+            continue;  /* no feature to split or merge: the chain stays */
+        const int k = w.fi[gsl_rng_uniform_int(rng, (unsigned long)ni)];
+        const int l = w.fj[gsl_rng_uniform_int(rng, (unsigned long)nj)];
+        int outcome;
+        if (k == l) {
+            ++counts[0];
+            outcome = propose_split(b, &w, i, j, k, N, alpha, sx2, sa2, flaw, rng);
+            counts[1] += outcome == 1;
+        } else if (b->Z[i * b->cap + l] == 0.0 && b->Z[j * b->cap + k] == 0.0) {
+            ++counts[2];
+            outcome = propose_merge(b, &w, i, j, k, l, N, alpha, sx2, sa2, flaw, rng);
+            counts[3] += outcome == 1;
+        } else {
+            continue;  /* an anchor owns both: no split puts it there, so no merge either */
+        }
+        ok = outcome >= 0;
+    }
+    sm_work_free(&w);
+    return ok;
 }
 
 /* ---------- the sampler ---------- */
@@ -470,8 +854,11 @@ void pymf_ibp_destroy(pymf_ibp *s)
     free(s->procs);
     if (s->master != NULL)
         gsl_rng_free(s->master);
+    if (s->sm_rng != NULL)
+        gsl_rng_free(s->sm_rng);
+    block_free(&s->sm_block);
     free(s->Y); free(s->missing); free(s->Z); free(s->A); free(s->pi); free(s->A_norm2);
-    free(s->in_tail);
+    free(s->in_tail); free(s->pi_logit);
     free(s->new_counts); free(s->stats);
     free(s);
 }
@@ -490,12 +877,15 @@ static int reserve_features(pymf_ibp *s, int need)
     double *pi = calloc((size_t)cap, sizeof(double));
     double *A2 = calloc((size_t)cap, sizeof(double));
     int *in_tail = calloc((size_t)cap, sizeof(int));
-    if (!(Z && A && pi && A2 && in_tail)) {
-        free(Z); free(A); free(pi); free(A2); free(in_tail);
+    double *pi_logit = calloc((size_t)cap, sizeof(double));
+    if (!(Z && A && pi && A2 && in_tail && pi_logit)) {
+        free(Z); free(A); free(pi); free(A2); free(in_tail); free(pi_logit);
         return 0;
     }
     free(s->in_tail);
     s->in_tail = in_tail;
+    free(s->pi_logit);
+    s->pi_logit = pi_logit;
     for (int64_t i = 0; i < s->n_rows; ++i)
         memcpy(Z + i * cap, s->Z + i * s->cap, sizeof(double) * (size_t)s->K);
     memcpy(A, s->A, sizeof(double) * (size_t)s->K * s->D);
@@ -519,6 +909,8 @@ pymf_ibp *pymf_ibp_create(const pymf_ibp_data *data, const pymf_ibp_prior *prior
                          (long long)data->n_total), NULL;
     if (config->collapsed && P != 1)
         return pymf_fail(err, PYMF_EINVAL, "collapsed Gibbs runs one process"), NULL;
+    if (config->split_merge < 0)
+        return pymf_fail(err, PYMF_EINVAL, "split_merge must be >= 0"), NULL;
     if (config->sub_iterations < 1)
         return pymf_fail(err, PYMF_EINVAL, "sub_iterations must be >= 1"), NULL;
     if (config->first_process < 0 || config->n_local < 1 || config->first_process + config->n_local > P)
@@ -555,8 +947,10 @@ pymf_ibp *pymf_ibp_create(const pymf_ibp_data *data, const pymf_ibp_prior *prior
     s->missing = malloc(sizeof(int64_t) * (size_t)(n_missing > 0 ? n_missing : 1));
     s->procs = calloc((size_t)config->n_local, sizeof(process));
     s->master = gsl_rng_alloc(gsl_rng_mt19937);
+    s->sm_rng = gsl_rng_alloc(gsl_rng_mt19937);
     s->new_counts = calloc((size_t)P, sizeof(int));
-    if (!s->Y || !s->missing || !s->procs || !s->master || !s->new_counts || !reserve_features(s, 8)) {
+    if (!s->Y || !s->missing || !s->procs || !s->master || !s->sm_rng || !s->new_counts ||
+        !reserve_features(s, 8)) {
         pymf_ibp_destroy(s);
         return pymf_fail(err, PYMF_ENOMEM, "out of memory"), NULL;
     }
@@ -730,8 +1124,11 @@ pymf_status pymf_ibp_begin(pymf_ibp *s, pymf_error *err)
         pr->tail.K = 0;
         memset(pr->tail.Z, 0, sizeof(double) * (size_t)(pr->n_rows > 0 ? pr->n_rows : 1) * pr->tail.cap);
     }
-    for (int k = 0; k < s->K; ++k)
+    for (int k = 0; k < s->K; ++k) {
         s->in_tail[k] = -1;
+        /* the prior odds of every flip of this iteration (pi is fixed until the master) */
+        s->pi_logit[k] = log(s->pi[k]) - log1p(-s->pi[k]);
+    }
     s->begun = 1;
     return PYMF_OK;
 }
@@ -755,8 +1152,7 @@ static void flip_instantiated(pymf_ibp *s, process *pr, int64_t i, double *e, do
         const int on = z[k] != 0.0;
         /* log p(z=1) - log p(z=0) of the likelihood: ||e0||^2 - ||e1||^2 over 2 var */
         const double dl = (on ? 2.0 * dot + s->A_norm2[k] : 2.0 * dot - s->A_norm2[k]) / (2.0 * var);
-        const double pik = s->pi[k];
-        const double logit = log(pik) - log1p(-pik) + dl;
+        const double logit = s->pi_logit[k] + dl;
         const double p1 = 1.0 / (1.0 + exp(-logit));
         const int want = gsl_rng_uniform(pr->rng) < p1;
         if (want != on) {
@@ -887,6 +1283,23 @@ static int n_threads(const pymf_ibp *s, int work)
     return threads < work ? threads : (work > 0 ? work : 1);
 }
 
+static pymf_status split_merge_failed(pymf_error *err, int64_t t)
+{
+    err->iteration = t;
+    return pymf_fail(err, PYMF_ENUMERIC, "iteration %lld: a split-merge proposal met a matrix "
+                     "that is not positive definite", (long long)t);
+}
+
+/* Collapsed Gibbs: the moves on the block of every feature (its M, S, Abar current). */
+static pymf_status collapsed_split_merge(pymf_ibp *s, int64_t t, pymf_error *err)
+{
+    const double sx2 = s->sigma_x * s->sigma_x, sa2 = s->sigma_a * s->sigma_a;
+    if (!split_merge(&s->procs[0].tail, s->config.split_merge, (double)s->N, s->alpha, sx2, sa2,
+                     s->config.split_merge_flaw, s->sm_rng, s->sm_counts))
+        return split_merge_failed(err, t);
+    return PYMF_OK;
+}
+
 pymf_status pymf_ibp_local_sweeps(pymf_ibp *s, pymf_error *err)
 {
     if (!s->begun)
@@ -894,7 +1307,12 @@ pymf_status pymf_ibp_local_sweeps(pymf_ibp *s, pymf_error *err)
     const int n_local = s->config.n_local;
     if (s->config.collapsed) {
         collapsed_sweep(s, &s->procs[0]);
-        return process_status(s, err);
+        pymf_status st = process_status(s, err);
+        if (st != PYMF_OK || s->config.split_merge < 1)
+            return st;
+        /* the moves of this iteration, on the block the sweep left current */
+        reseed(s->sm_rng, s->config.seed, STREAM_SPLIT_MERGE, 0, s->t + 1);
+        return collapsed_split_merge(s, s->t + 1, err);
     }
     const int threads = n_threads(s, n_local);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
@@ -1063,6 +1481,26 @@ pymf_status pymf_ibp_local_stats(pymf_ibp *s, const int *new_features_all, doubl
     return PYMF_OK;
 }
 
+/* A | Z, Y ~ N(P^-1 Z'Y, sigma_X^2 P^-1) column by column, given the Cholesky factor L of
+ * P = Z'Z + rI (K x K) and A = Z'Y on entry; noise: K x D scratch. */
+static void draw_loadings(const double *L, double *A, double *noise, int K, int D,
+                          double sigma_x, gsl_rng *rng)
+{
+    cholesky_solve(L, K, K, A, D);
+    for (int64_t e = 0; e < (int64_t)K * D; ++e)
+        noise[e] = gsl_ran_gaussian(rng, 1.0);
+    /* L' x = eps gives x ~ N(0, P^-1) */
+    for (int d = 0; d < D; ++d)
+        for (int i = K - 1; i >= 0; --i) {
+            double v = noise[(int64_t)i * D + d];
+            for (int k = i + 1; k < K; ++k)
+                v -= L[k * K + i] * noise[(int64_t)k * D + d];
+            noise[(int64_t)i * D + d] = v / L[i * K + i];
+        }
+    for (int64_t e = 0; e < (int64_t)K * D; ++e)
+        A[e] += sigma_x * noise[e];
+}
+
 static double harmonic(int64_t N)
 {
     double h = 0.0;
@@ -1113,19 +1551,7 @@ pymf_status pymf_ibp_master(pymf_ibp *s, const double *stats, pymf_error *err)
                            s->sigma_a);
         goto done;
     }
-    cholesky_solve(L, K, K, A, D);
-    for (int64_t e = 0; e < (int64_t)K * D; ++e)
-        noise[e] = gsl_ran_gaussian(s->master, 1.0);
-    /* L' x = eps gives x ~ N(0, P^-1) */
-    for (int d = 0; d < D; ++d)
-        for (int i = K - 1; i >= 0; --i) {
-            double v = noise[(int64_t)i * D + d];
-            for (int k = i + 1; k < K; ++k)
-                v -= L[k * K + i] * noise[(int64_t)k * D + d];
-            noise[(int64_t)i * D + d] = v / L[i * K + i];
-        }
-    for (int64_t e = 0; e < (int64_t)K * D; ++e)
-        A[e] += s->sigma_x * noise[e];
+    draw_loadings(L, A, noise, K, D, s->sigma_x, s->master);
     /* ||Y - Z A||^2 = y'y - 2 <A, Z'Y> + <A A', Z'Z> */
     double sse = yy, a2 = 0.0;
     for (int a = 0; a < K; ++a) {
@@ -1231,6 +1657,103 @@ done:
     return status;
 }
 
+/* Hybrid: the moves on every row (Z_all, Y_all: N x K and N x D, or this object's own when
+ * it holds every process), collapsed over A and pi; if one is accepted, A and pi are drawn
+ * again from their full conditionals given the new Z (a partially collapsed step: a move
+ * on p(Z | Y, hyper) followed by p(A, pi | Z, Y, hyper)), all from the split-merge stream. */
+static pymf_status hybrid_split_merge(pymf_ibp *s, const double *Z_all, const double *Y_all,
+                                      pymf_error *err)
+{
+    const int D = s->D, K = s->K;
+    const int64_t N = s->N, t = s->t;
+    const double sx2 = s->sigma_x * s->sigma_x, sa2 = s->sigma_a * s->sigma_a, r = sx2 / sa2;
+    block *b = &s->sm_block;
+    if (b->Z == NULL && !block_init(b, N, D, K + 8))
+        return pymf_fail(err, PYMF_ENOMEM, "out of memory");
+    if (!block_reserve(b, K + 1))
+        return pymf_fail(err, PYMF_ENOMEM, "out of memory");
+    b->K = K;
+    for (int64_t i = 0; i < N; ++i) {
+        const double *z = Z_all != NULL ? Z_all + i * K : s->Z + i * s->cap;
+        memcpy(b->Z + i * b->cap, z, sizeof(double) * (size_t)K);
+    }
+    memcpy(b->Y, Y_all != NULL ? Y_all : s->Y, sizeof(double) * (size_t)N * D);
+    if (!block_refresh(b, r))
+        return split_merge_failed(err, t);
+    const int64_t accepted = s->sm_counts[1] + s->sm_counts[3];
+    if (!split_merge(b, s->config.split_merge, (double)N, s->alpha, sx2, sa2,
+                     s->config.split_merge_flaw, s->sm_rng, s->sm_counts))
+        return split_merge_failed(err, t);
+    if (s->sm_counts[1] + s->sm_counts[3] == accepted)
+        return PYMF_OK;
+    const int Kn = b->K;
+    const int k1 = Kn > 0 ? Kn : 1;
+    double *L = malloc(sizeof(double) * (size_t)k1 * k1);
+    double *A = calloc((size_t)k1 * D, sizeof(double));
+    double *noise = malloc(sizeof(double) * (size_t)k1 * D);
+    double *m = calloc((size_t)k1, sizeof(double));
+    pymf_status status = PYMF_OK;
+    if (!L || !A || !noise || !m || !reserve_features(s, Kn)) {
+        status = pymf_fail(err, PYMF_ENOMEM, "out of memory");
+        goto done;
+    }
+    gram(b->Z, N, Kn, b->cap, r, L, Kn);
+    for (int64_t i = 0; i < N; ++i)
+        for (int a = 0; a < Kn; ++a)
+            if (b->Z[i * b->cap + a] != 0.0) {
+                m[a] += 1.0;
+                pymf_axpy(D, 1.0, b->Y + i * D, A + (int64_t)a * D);
+            }
+    if (!cholesky(L, Kn, Kn)) {
+        status = split_merge_failed(err, t);
+        goto done;
+    }
+    draw_loadings(L, A, noise, Kn, D, s->sigma_x, s->sm_rng);
+    for (int a = 0; a < Kn; ++a)
+        s->pi[a] = gsl_ran_beta(s->sm_rng, m[a], 1.0 + (double)N - m[a]);
+    for (int64_t i = 0; i < s->n_rows; ++i)
+        memcpy(s->Z + i * s->cap, b->Z + (s->row_offset + i) * b->cap, sizeof(double) * (size_t)Kn);
+    memcpy(s->A, A, sizeof(double) * (size_t)Kn * D);
+    for (int a = 0; a < Kn; ++a)
+        s->A_norm2[a] = pymf_dot_sequential(A + (int64_t)a * D, A + (int64_t)a * D, D);
+    s->K = Kn;
+done:
+    free(L); free(A); free(noise); free(m);
+    return status;
+}
+
+pymf_status pymf_ibp_split_merge(pymf_ibp *s, const double *Z_all, const double *Y_all,
+                                 pymf_error *err)
+{
+    if (s->begun)
+        return pymf_fail(err, PYMF_EINVAL, "split_merge inside an iteration");
+    if (s->config.split_merge < 1)
+        return PYMF_OK;
+    if (!s->config.collapsed && s->config.n_local != s->config.n_processes &&
+        (Z_all == NULL || Y_all == NULL))
+        return pymf_fail(err, PYMF_EINVAL, "split_merge needs every row's Z and Y on an object "
+                         "that holds some of the processes");
+    reseed(s->sm_rng, s->config.seed, STREAM_SPLIT_MERGE, 0, s->t);
+    if (!s->config.collapsed)
+        return hybrid_split_merge(s, Z_all, Y_all, err);
+    /* collapsed Gibbs between iterations (the tests' entry): on a fresh block */
+    block *b = &s->procs[0].tail;
+    memcpy(b->Y, s->Y, sizeof(double) * (size_t)s->n_rows * s->D);
+    if (!block_refresh(b, (s->sigma_x * s->sigma_x) / (s->sigma_a * s->sigma_a)))
+        return split_merge_failed(err, s->t);
+    return collapsed_split_merge(s, s->t, err);
+}
+
+void pymf_ibp_split_merge_counts(const pymf_ibp *s, int64_t *counts)
+{
+    memcpy(counts, s->sm_counts, sizeof(s->sm_counts));
+}
+
+void pymf_ibp_set_split_merge_counts(pymf_ibp *s, const int64_t *counts)
+{
+    memcpy(s->sm_counts, counts, sizeof(s->sm_counts));
+}
+
 pymf_status pymf_ibp_run(pymf_ibp *s, int64_t n_iterations, pymf_error *err)
 {
     const int P = s->config.n_processes;
@@ -1282,6 +1805,8 @@ pymf_status pymf_ibp_run(pymf_ibp *s, int64_t n_iterations, pymf_error *err)
         for (int p = 0; p < P; ++p)
             pymf_axpy((int)size, 1.0, s->stats + (int64_t)(p + 1) * size, sum);
         st = pymf_ibp_master(s, sum, err);
+        if (st == PYMF_OK && !s->config.collapsed)
+            st = pymf_ibp_split_merge(s, NULL, NULL, err);
         if (st != PYMF_OK)
             return st;
     }

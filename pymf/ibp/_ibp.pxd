@@ -15,6 +15,7 @@ cdef extern from "pymf/ibp.h" nogil:
         int64_t warm_start
         uint64_t seed
         int n_threads, first_process, n_local
+        int split_merge, split_merge_flaw
 
     ctypedef struct pymf_ibp_data:
         int64_t n_total, row_offset, n_rows
@@ -48,6 +49,10 @@ cdef extern from "pymf/ibp.h" nogil:
     pymf_status pymf_ibp_local_stats(pymf_ibp *s, const int *new_features_all,
                                      double *stats_local, pymf_error *err)
     pymf_status pymf_ibp_master(pymf_ibp *s, const double *stats_summed, pymf_error *err)
+    pymf_status pymf_ibp_split_merge(pymf_ibp *s, const double *Z_all, const double *Y_all,
+                                     pymf_error *err)
+    void pymf_ibp_split_merge_counts(const pymf_ibp *s, int64_t *counts)
+    void pymf_ibp_set_split_merge_counts(pymf_ibp *s, const int64_t *counts)
     int pymf_ibp_collapsed_block(const pymf_ibp *s, double *M, double *logdet)
     pymf_status pymf_ibp_rank_one(double *M, int K, const double *z, int sign,
                                   double *logdet_inv, pymf_error *err)

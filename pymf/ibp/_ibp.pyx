@@ -27,7 +27,8 @@ cdef class Chain:
 
     def __cinit__(self, X, observed, int64_t n_total, int64_t row_offset, prior, sample_flags,
                   bint collapsed, int n_processes, int sub_iterations, int64_t warm_start,
-                  uint64_t seed, int n_threads, int first_process=0, n_local=None):
+                  uint64_t seed, int n_threads, int first_process=0, n_local=None,
+                  int split_merge=0, int split_merge_flaw=0):
         self.s = NULL
         self.X = _float64(X)
         self.observed = np.ascontiguousarray(observed, dtype=np.uint8)
@@ -56,6 +57,8 @@ cdef class Chain:
         c.n_threads = n_threads
         c.first_process = first_process
         c.n_local = n_processes if n_local is None else n_local
+        c.split_merge = split_merge
+        c.split_merge_flaw = split_merge_flaw  # the tests' power checks only
         cdef pymf_error err
         pymf_error_clear(&err)
         with nogil:
@@ -204,6 +207,44 @@ cdef class Chain:
         with nogil:
             pymf_ibp_master(self.s, &v[0], &err)
         check(&err)
+
+    def split_merge(self, Z_all=None, Y_all=None):
+        """One round of split-merge proposals between iterations (see pymf_ibp_split_merge):
+        an MPI rank passes every row's Z (n_total x K) and Y (n_total x D)."""
+        cdef int K = pymf_ibp_n_features(self.s)
+        cdef const double[::1] zf, yf
+        cdef const double *zp = NULL
+        cdef const double *yp = NULL
+        cdef double dummy[1]
+        if Z_all is not None:
+            Zc, Yc = _float64(Z_all), _float64(Y_all)
+            if Zc.shape != (self.n_total, K) or Yc.shape != (self.n_total, self.D):
+                raise ValueError(f"Z_all must be {self.n_total} x {K} and Y_all "
+                                 f"{self.n_total} x {self.D}")
+            zf, yf = Zc.reshape(-1), Yc.reshape(-1)
+            zp = &zf[0] if Zc.size else dummy
+            yp = &yf[0]
+        cdef pymf_error err
+        pymf_error_clear(&err)
+        with nogil:
+            pymf_ibp_split_merge(self.s, zp, yp, &err)
+        check(&err)
+
+    @property
+    def split_merge_counts(self):
+        """(splits proposed, splits accepted, merges proposed, merges accepted)."""
+        out = np.zeros(4, dtype=np.int64)
+        cdef int64_t[::1] o = out
+        pymf_ibp_split_merge_counts(self.s, &o[0])
+        return out
+
+    @split_merge_counts.setter
+    def split_merge_counts(self, counts):
+        c = np.ascontiguousarray(counts, dtype=np.int64)
+        if c.shape != (4,):
+            raise ValueError("four split-merge counts")
+        cdef const int64_t[::1] v = c
+        pymf_ibp_set_split_merge_counts(self.s, &v[0])
 
     def collapsed_block(self):
         """(M, log|Z'Z + rI|) of the collapsed sampler as its rank-one updates left them."""

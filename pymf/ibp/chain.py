@@ -66,7 +66,8 @@ def chain_settings(model, sampler):
             "processes": 1 if collapsed else sampler.processes,
             "sub_iterations": 1 if collapsed else sampler.sub_iterations,
             "warm_start": 0 if collapsed else sampler.warm_start,
-            "threads": 1 if collapsed else sampler.n_threads}
+            "threads": 1 if collapsed else sampler.n_threads,
+            "split_merge": sampler.split_merge}
 
 
 def seeds(seed):
@@ -83,4 +84,4 @@ def make_chain(model, X, train, settings, chain_seed, first_process=0, n_local=N
                       X.shape[0], row0, model.prior(), model.sample_flags(),
                       settings["collapsed"], settings["processes"], settings["sub_iterations"],
                       settings["warm_start"], chain_seed, settings["threads"],
-                      first_process, n_local)
+                      first_process, n_local, settings["split_merge"])

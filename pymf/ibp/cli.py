@@ -27,9 +27,10 @@ def ibp_arguments(parser):
 
 
 def cmd_ibp(args):
-    sampler = (CollapsedIBP() if args.sampler == "collapsed" else
+    sampler = (CollapsedIBP(split_merge=args.split_merge) if args.sampler == "collapsed" else
                HybridIBP(processes=args.processes, sub_iterations=args.sub_iterations,
-                         warm_start=args.warm_start, n_threads=args.threads))
+                         warm_start=args.warm_start, n_threads=args.threads,
+                         split_merge=args.split_merge))
     os.makedirs(args.out, exist_ok=True)
     result, summary = run_from_args(args, sampler, sample, args.out)
     summary["result"] = result.save(os.path.join(args.out, "result.npz"))

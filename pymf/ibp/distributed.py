@@ -27,7 +27,9 @@ class RankKernel(IBPKernel):
         settings = dict(settings, threads=1)
         chain = make_chain(model, X, train, settings, chain_seed, first_process=rank, n_local=1,
                            rows=(self.row0, self.row1 - self.row0))
-        super().__init__(chain, X_eval, test_mask)
+        super().__init__(chain, X_eval, test_mask, settings["split_merge"])
+        self.X_train = X  # the held-out cells zeroed: every row's Y once they are filled in
+        self.missing = ~train
         missing = ~train
         self.missing_counts = [int(missing[self.bounds[p]:self.bounds[p + 1]].sum())
                                for p in range(P)]
@@ -81,6 +83,20 @@ class RankKernel(IBPKernel):
             for p in range(P):  # in rank order, as the threads sampler sums its processes
                 summed += gathered[p]
             self._check_everywhere(lambda: chain.master(summed))
+            if self.split_merge:
+                self._split_merge()
+
+    def _split_merge(self):
+        """The master's split-merge moves: every rank gathers every row's Z and Y (the
+        held-out cells as imputed) and makes the same moves from the same stream, keeping
+        its own rows of the result (so, like the master step, nothing is broadcast)."""
+        K = self.chain.n_features
+        st = self.chain.state()
+        Z = self._allgather_rows(st["Z"], K) if K else np.zeros((self.bounds[-1], 0))
+        Y = self.X_train.copy()
+        Y[self.missing] = self._allgather_missing(st["Y_missing"])
+        self._check_everywhere(lambda: self.chain.split_merge(Z, Y))
+        self._state = None
 
     def state(self):
         if self._state is None or int(self._state["t"]) != self.counter:
@@ -91,8 +107,11 @@ class RankKernel(IBPKernel):
         return self._state
 
     def y_missing(self):
+        return self._allgather_missing(self.chain.state()["Y_missing"])
+
+    def _allgather_missing(self, local):
+        """Every rank's held-out cells' values, in rank (row-major) order."""
         from mpi4py import MPI
-        local = self.chain.state()["Y_missing"]
         out = np.empty(sum(self.missing_counts))
         self.comm.Allgatherv(local, [out, self.missing_counts,
                                      np.cumsum([0] + self.missing_counts[:-1]), MPI.DOUBLE])

@@ -6,6 +6,10 @@ The number of features K changes from draw to draw, so the engine keeps only the
 (K, sigma_x, sigma_a, alpha) of every kept draw; the kernel keeps Z (bit-packed) and A of
 the same draws itself and puts them in checkpoints, so a resumed run keeps the same ones.
 
+With split-merge moves on, the trace also counts them since the start of the run:
+split_merge_accept and split_merge_proposed (split_accept, merge_accept by kind); the
+counts travel in checkpoints.
+
 Held-out measures (the sampler itself never reads a held-out value):
   heldout_loglik     the paper's: log p(X_test | Z, A, sigma_x) + log P([Z] | alpha), the
                      joint of the held-out cells and the current Z (its left-ordered-form
@@ -57,8 +61,9 @@ def gauss_logpdf(x, mean, sigma):
 class IBPKernel(Kernel):
     unit = "iteration"
 
-    def __init__(self, chain, X, test_mask):
+    def __init__(self, chain, X, test_mask, split_merge=0):
         self.chain = chain
+        self.split_merge = split_merge
         self.X = X
         self.N, self.D = X.shape
         if test_mask is not None and test_mask.any():
@@ -121,6 +126,8 @@ class IBPKernel(Kernel):
         Z, A = st["Z"], st["A"]
         point = {"K": float(Z.shape[1]), "sigma_x": sigma_x, "sigma_a": sigma_a,
                  "alpha": alpha}
+        if self.split_merge:
+            point.update(split_merge_trace(self.chain.split_merge_counts))
         fit = self.X - Z @ A if Z.shape[1] else self.X.copy()
         if self.train_mask is not None:
             fit = fit[self.train_mask]
@@ -141,6 +148,8 @@ class IBPKernel(Kernel):
         arrays = {"Z": st["Z"], "A": st["A"], "pi": st["pi"], "hyper": st["hyper"],
                   "Y_missing": self.y_missing(), "t": np.int64(self.counter)}
         arrays.update(pack_kept(self.kept_Z, self.kept_A, self.D))
+        if self.split_merge:
+            arrays["split_merge_counts"] = self.chain.split_merge_counts
         return arrays
 
     def y_missing(self):
@@ -150,10 +159,21 @@ class IBPKernel(Kernel):
         self.set_state(arrays["Z"], arrays["A"], arrays["pi"], arrays["hyper"],
                        arrays["Y_missing"], int(arrays["t"]))
         self.kept_Z, self.kept_A = unpack_kept(arrays)
+        if self.split_merge:
+            self.chain.split_merge_counts = arrays["split_merge_counts"]
 
     def set_state(self, Z, A, pi, hyper, Y_missing, t):
         self.chain.set_state(Z, A, pi, hyper, Y_missing, t)
         self._state = None
+
+
+def split_merge_trace(counts):
+    """The trace's split-merge counts (since the start of the run) from the C core's (splits
+    proposed, accepted, merges proposed, accepted)."""
+    split_proposed, split_accept, merge_proposed, merge_accept = (float(c) for c in counts)
+    return {"split_merge_accept": split_accept + merge_accept,
+            "split_merge_proposed": split_proposed + merge_proposed,
+            "split_accept": split_accept, "merge_accept": merge_accept}
 
 
 def pack_kept(kept_Z, kept_A, D):

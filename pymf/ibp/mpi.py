@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from pymf.ibp.samplers import HybridIBP
+from pymf.ibp.samplers import SPLIT_MERGE, HybridIBP
 from pymf.ibp.sampling import run_ibp
 
 
@@ -70,6 +70,8 @@ def add_arguments(p):
     p.add_argument("--sub-iterations", type=int, default=5, help="L of the hybrid")
     p.add_argument("--warm-start", type=int, default=0,
                    help="iterations in which every process proposes features")
+    p.add_argument("--split-merge", type=int, default=SPLIT_MERGE,
+                   help=f"split-merge proposals per iteration (default {SPLIT_MERGE}; 0: none)")
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--checkpoint", default=None, help="a .npz checkpoint (resumed if present)")
 
@@ -102,7 +104,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     comm = MPI.COMM_WORLD
     sampler = HybridIBP(processes=comm.Get_size(), sub_iterations=args.sub_iterations,
-                        warm_start=args.warm_start, n_threads=1)
+                        warm_start=args.warm_start, n_threads=1,
+                        split_merge=args.split_merge)
     result, summary = run_from_args(args, sampler, sample, args.out)
     if comm.Get_rank() == 0:
         summary["result"] = result.save(args.out)

@@ -60,7 +60,7 @@ def run_ibp(model, data, sampler, n_samples, burnin, thin, seed, test_mask, trac
     Z, A, pi, hyper = initial_state(model, X, train, init_rng, settings["collapsed"])
     if comm is None:
         chain = make_chain(model, X, train, settings, chain_seed)
-        kernel = IBPKernel(chain, X_eval, test_mask)
+        kernel = IBPKernel(chain, X_eval, test_mask, settings["split_merge"])
     else:
         kernel = RankKernel(comm, model, X, train, settings, chain_seed, X_eval, test_mask)
         chain = kernel.chain

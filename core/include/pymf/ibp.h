@@ -64,6 +64,44 @@
  *   - warm start: during the first warm_start iterations every process keeps a tail and
  *     proposes new features (a burn-in heuristic, as in the authors' code); they are merged
  *     in process order.
+ * Split-merge moves (config.split_merge proposals per iteration; Jain & Neal 2004 with
+ * Dahl's sequential allocation, as Meeds et al. 2007 adapt split-merge to the IBP). They
+ * are Metropolis-Hastings moves on p(Z | Y, sigma_X, sigma_A, alpha) with A (and pi)
+ * integrated out. Target, for Z as a list of K distinguishable non-empty columns:
+ *   P(Z) = alpha^K / K! exp(-alpha H_N) prod_k f(m_k),  f(m) = (N - m)! (m - 1)! / N!
+ * (summing over the K! / prod_h K_h! orders of a left-ordered-form class gives Griffiths &
+ * Ghahramani's eq. 14), times log p(Y | Z) = K D log(sigma_X / sigma_A) - D/2 log|Z'Z + rI|
+ * + tr(S' M S) / (2 sigma_X^2) + const, read off the collapsed block (an empty column adds
+ * D log(sigma_X/sigma_A) - D/2 log r = 0). One proposal:
+ *   - rows i != j uniformly (an ordered pair); k uniformly among i's features, l among j's
+ *     (either has none: no move);
+ *   - k == l: split k. i keeps k, j takes a new feature k'; the other owners of k, in a
+ *     uniformly random order, are each allocated to "k only", "k' only" or "both" with
+ *     probability proportional to w_o p(y_n | the rows allocated so far, every row that
+ *     does not own k) (the collapsed predictive, the row's other features as they are;
+ *     w_o from independent p_k = (m_k + 1/2) / (c + 1), p_k' likewise over the c rows
+ *     allocated so far, anchors included). q = the product of the chosen probabilities;
+ *   - k != l, i not owning l and j not owning k: merge them (every owner of either owns k;
+ *     l is dropped). q = the probability that the split from the merged state (same i, j
+ *     and order) allocates the rows as they are now, computed by running the allocation
+ *     forced to the current Z. An anchor owning both: no move (no split makes that);
+ *   - accept a split with min(1, alpha f(m_k) f(m_k') / f(m) * L'/L / q) (m: the owners
+ *     of k before it), a merge with the inverse form times q. A merge draws its uniform
+ *     first and computes q only if the rest of the ratio does not already refuse it
+ *     (q <= 1: the same decision). The pick probabilities 1/(N(N-1) |F_i| |F_j|) are the
+ *     same both ways (the anchors own one of the two features each), and the K! of the
+ *     labelled prior cancels the 1/(K+1) of the place the new column takes among the K+1
+ *     (pymf appends it; no move depends on the order of the columns).
+ * Cost per proposal: the owners of the feature(s) taken out and put back by rank-one
+ * updates, O(m (K^2 + K D)) for m owners (a row's three allocations share one base, so
+ * scoring them adds O(D) each); a rejected proposal restores Z's two columns and
+ * a saved copy of M, S, Abar, logdet (O(K^2 + K D)). Collapsed Gibbs makes the moves after
+ * its sweep on the block it keeps; the hybrid's master after its step, on a block of every
+ * row built from Z and Y (O(N K^2 + N K D)); if a move was accepted it draws A | Z, Y and
+ * pi_k ~ Beta(m_k, 1 + N - m_k) again (a partially collapsed step: a move that keeps
+ * p(Z | Y, hyper) followed by p(A, pi | Z, Y, hyper); on rejection the old A, pi already
+ * are a draw from it). The moves draw from their own stream (seed, 4, t). An MPI rank
+ * gathers every row's Z and Y and makes the same moves; it keeps its own rows.
  * Random numbers: process p uses a GSL mt19937 reseeded at iteration t from (seed, p, t)
  * (pymf/rng.h), the master its own stream; threads only pick who runs which process, so the
  * chain depends on P, never on the thread count, and an MPI job with one process per rank
@@ -90,6 +128,9 @@ typedef struct {
     int n_threads;          /* <= 0: OpenMP's default; never changes the chain */
     int first_process;      /* the processes this object runs: [first, first + n_local) */
     int n_local;            /* (threads: 0 and P; an MPI rank: its own) */
+    int split_merge;        /* split-merge proposals per iteration; 0: none */
+    int split_merge_flaw;   /* tests only: 1 drops the allocation probability from the
+                               Metropolis-Hastings ratio (a wrong move, for power checks) */
 } pymf_ibp_config;
 
 /* The rows [row_offset, row_offset + n_rows) of an N_total x D matrix, row-major.
@@ -141,6 +182,18 @@ int64_t pymf_ibp_stats_size(int K, int D);
 pymf_status pymf_ibp_local_stats(pymf_ibp *s, const int *new_features_all, double *stats_local,
                                  pymf_error *err);
 pymf_status pymf_ibp_master(pymf_ibp *s, const double *stats_summed, pymf_error *err);
+
+/* Split-merge moves (config.split_merge proposals), between iterations. Hybrid: after
+ * master, on every row; an object that holds every process passes NULL, NULL, an MPI rank
+ * every row's Z (N x K) and Y (N x D, held-out cells as imputed), and keeps its own rows.
+ * Collapsed Gibbs runs its moves inside local_sweeps; called between iterations it runs
+ * one round on the current state (the tests' entry). */
+pymf_status pymf_ibp_split_merge(pymf_ibp *s, const double *Z_all, const double *Y_all,
+                                 pymf_error *err);
+/* splits proposed, splits accepted, merges proposed, merges accepted since creation (or
+ * as set: a checkpoint carries them) */
+void pymf_ibp_split_merge_counts(const pymf_ibp *s, int64_t *counts);
+void pymf_ibp_set_split_merge_counts(pymf_ibp *s, const int64_t *counts);
 
 /* Collapsed block of the collapsed sampler, for the tests: M (K x K) and log|Z'Z + rI| as
  * the rank-one updates left them. Returns K. */
