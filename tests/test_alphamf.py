@@ -143,8 +143,8 @@ def _sg_draws(langevin_only, seeds, n_iter, eps, thin=20, **options):
     for seed in seeds:
         chain = chain_of(X_TINY, 1, 1.2, langevin_only=langevin_only, update_phi=False,
                          seed=seed, **options)
-        chain.set_phi(PHI_TINY)
         chain.set_state(np.ones((2, 1)), np.ones((2, 1)))
+        chain.set_phi(PHI_TINY)
         chain.run(np.full(5000, eps))  # burn-in
         draws = np.empty((n_iter // thin, 4))
         for s in range(n_iter // thin):
@@ -331,3 +331,13 @@ def test_bad_data_and_settings_are_refused_by_name():
         chain.set_phi(np.ones(3))
     with pytest.raises(ValueError, match="non-negative|negative"):
         chain.set_state(-np.ones((12, 2)), np.ones((10, 2)))
+
+
+def test_start_puts_phi_at_its_conditional_maximiser():
+    alpha = 1.2
+    chain = chain_of(SMALL, 2, alpha, B=2)
+    W, H = np.full((12, 2), 0.7), np.full((10, 2), 0.4)
+    chain.set_state(W, H)
+    expected = np.maximum(SMALL ** 2 / (W @ H.T) ** (2 / alpha), 1e-2)
+    np.testing.assert_allclose(chain.get_phi(), expected.ravel(), rtol=1e-13)
+    assert chain.phi_counts == (0, 0)

@@ -199,6 +199,27 @@ pymf_alphamf *pymf_alphamf_create(const pymf_alphamf_model *model, const pymf_bl
 
 pymf_hamcmc_mf *pymf_alphamf_chain(pymf_alphamf *s) { return s->chain; }
 
+pymf_status pymf_alphamf_start(pymf_alphamf *s, const double *W, const double *Ht,
+                               pymf_error *err)
+{
+    const pymf_status status = pymf_hamcmc_mf_start(s->chain, W, Ht, err);
+    if (status != PYMF_OK)
+        return status;
+    pymf_hamcmc_mf_current(s->chain, &W, &Ht);
+    const int K = s->model.rank, B = s->data->grid->n_blocks;
+    const double power = 2.0 / s->model.alpha;
+    for (int b = 0; b < B; ++b)
+        for (int c = 0; c < B; ++c)
+            FOR_BLOCK_ENTRIES(s->data, b, c, {
+                const double phi = x * x / pow(floored_v(W + i * K, Ht + j * K, K), power);
+                s->phi[e] = phi > PYMF_ALPHAMF_PHI_START_FLOOR && isfinite(phi)
+                                ? phi
+                                : PYMF_ALPHAMF_PHI_START_FLOOR;
+            });
+    s->accepted = s->proposed = 0;
+    return PYMF_OK;
+}
+
 /* One Metropolis step of every Phi in block (b, c) with the prior as proposal; returns the
  * number accepted. */
 static int64_t phi_block(pymf_alphamf *s, int b, int c, uint64_t t, uint64_t seed,

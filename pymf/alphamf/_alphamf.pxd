@@ -24,6 +24,8 @@ cdef extern from "pymf/alphamf.h" nogil:
                                       pymf_error *err)
     void pymf_alphamf_destroy(pymf_alphamf *s)
     pymf_hamcmc_mf *pymf_alphamf_chain(pymf_alphamf *s)
+    pymf_status pymf_alphamf_start(pymf_alphamf *s, const double *W, const double *Ht,
+                                   pymf_error *err)
     pymf_status pymf_alphamf_run(pymf_alphamf *s, int64_t n_iter, const double *eps,
                                  pymf_error *err)
     pymf_status pymf_alphamf_phi_step(pymf_alphamf *s, int64_t t, int part, pymf_error *err)

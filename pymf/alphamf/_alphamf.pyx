@@ -11,7 +11,7 @@ from pymf._status cimport check
 from pymf.hamcmc._hamcmc_mf cimport (chain_grad_potential, chain_restore, chain_snapshot,
                                      pymf_hamcmc_mf_config, pymf_hamcmc_mf_get_state,
                                      pymf_hamcmc_mf_part, pymf_hamcmc_mf_set_threads,
-                                     pymf_hamcmc_mf_skipped_pairs, pymf_hamcmc_mf_start)
+                                     pymf_hamcmc_mf_skipped_pairs)
 from pymf.nmf._blocks cimport PYMF_PARTS_CYCLIC, PYMF_PARTS_RANDOM, BlockedData
 from pymf.nmf._chain cimport FactorChain
 
@@ -81,7 +81,7 @@ cdef class AlphaChain(FactorChain):
 
     cdef pymf_status c_set_state(self, const double *W, const double *Ht, int64_t t,
                                  pymf_error *err) noexcept nogil:
-        return pymf_hamcmc_mf_start(pymf_alphamf_chain(self.state), W, Ht, err)
+        return pymf_alphamf_start(self.state, W, Ht, err)
 
     cdef void c_get_state(self, double *W, double *Ht, int64_t *t) noexcept nogil:
         pymf_hamcmc_mf_get_state(pymf_alphamf_chain(self.state), W, Ht, t)
@@ -93,8 +93,9 @@ cdef class AlphaChain(FactorChain):
         return pymf_alphamf_loglik(self.state, out, err)
 
     def set_state(self, W, Ht, int64_t t=0):
-        """Start (W, H^T) (grid order) as iteration 0, the HAMCMC memory empty (Phi is kept);
-        restore() resumes a chain at t > 0."""
+        """Start (W, H^T) (grid order) as iteration 0, the HAMCMC memory empty, every Phi at
+        its conditional maximiser (core/include/pymf/alphamf.h); restore() resumes a chain
+        at t > 0."""
         if t != 0:
             raise ValueError("the chain starts at iteration 0; restore() resumes one")
         FactorChain.set_state(self, W, Ht, 0)

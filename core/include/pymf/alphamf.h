@@ -37,6 +37,7 @@
 
 #define PYMF_STREAM_PHI 3u
 #define PYMF_ALPHAMF_V_FLOOR 1e-300
+#define PYMF_ALPHAMF_PHI_START_FLOOR 1e-2
 
 typedef struct {
     int rank;
@@ -50,12 +51,18 @@ typedef struct pymf_alphamf pymf_alphamf;
 pymf_status pymf_alphamf_model_check(const pymf_alphamf_model *model, pymf_error *err);
 
 /* `data` must outlive the sampler. update_phi = 0 keeps Phi fixed (tests of the (W, H) step).
- * Phi starts at 2 (its prior's value for alpha = 2) until set. */
+ * Phi is 2 (its value for alpha = 2) until the chain is started or Phi set. */
 pymf_alphamf *pymf_alphamf_create(const pymf_alphamf_model *model, const pymf_blocked_data *data,
                                   const pymf_hamcmc_mf_config *config, int update_phi,
                                   pymf_error *err);
 void pymf_alphamf_destroy(pymf_alphamf *s);
-/* The (W, H) chain: start, state, checkpoint planes, threads, parts. */
+/* Starts the chain at (W, H^T) (pymf_hamcmc_mf_start) and every Phi at its conditional
+ * maximiser there, X^2 / v^(2/alpha), floored at PYMF_ALPHAMF_PHI_START_FLOOR: a Phi left at a
+ * typical prior value under an outlier X would need ~|X|^(1.2 alpha) prior proposals to
+ * reach its scale, and until then the gradient inflates the outlier's row and column of v. */
+pymf_status pymf_alphamf_start(pymf_alphamf *s, const double *W, const double *Ht,
+                               pymf_error *err);
+/* The (W, H) chain: state, checkpoint planes, threads, parts. */
 pymf_hamcmc_mf *pymf_alphamf_chain(pymf_alphamf *s);
 
 /* n_iter iterations (Phi step, then the (W, H) step) with step sizes eps[0 .. n_iter - 1]. A
