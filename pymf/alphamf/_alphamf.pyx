@@ -8,14 +8,13 @@ from libc.stdint cimport int64_t, uint64_t
 
 from pymf._core cimport pymf_error, pymf_error_clear, pymf_status
 from pymf._status cimport check
-from pymf.hamcmc._hamcmc_mf cimport (chain_grad_potential, chain_restore, chain_snapshot,
+from pymf.hamcmc._hamcmc_mf cimport (chain_config, chain_grad_potential, chain_restore,
+                                     chain_snapshot,
                                      pymf_hamcmc_mf_config, pymf_hamcmc_mf_get_state,
                                      pymf_hamcmc_mf_part, pymf_hamcmc_mf_set_threads,
                                      pymf_hamcmc_mf_skipped_pairs)
-from pymf.nmf._blocks cimport PYMF_PARTS_CYCLIC, PYMF_PARTS_RANDOM, BlockedData
+from pymf.nmf._blocks cimport BlockedData
 from pymf.nmf._chain cimport FactorChain
-
-_ORDERS = {"cyclic": PYMF_PARTS_CYCLIC, "random": PYMF_PARTS_RANDOM}
 
 
 def draw_phi(double alpha, uint64_t seed, int64_t n, uint64_t t=1):
@@ -52,24 +51,14 @@ cdef class AlphaChain(FactorChain):
         self.state = NULL
         self.data = data
         self.rank = rank
-        if part_order not in _ORDERS:
-            raise ValueError(f"part_order must be one of {sorted(_ORDERS)}, got {part_order!r}")
         model.rank = rank
         model.alpha = alpha
         model.a_w = a_w
         model.b_w = b_w
         model.a_h = a_h
         model.b_h = b_h
-        config.memory = memory
-        config.gamma = gamma
-        config.scaled_gamma = scaled_gamma
-        config.lambda_ = lam
-        config.part_order = _ORDERS[part_order]
-        config.noise_seed = noise_seed
-        config.schedule_seed = schedule_seed
-        config.n_threads = n_threads
-        config.only_row_block = -1
-        config.langevin_only = langevin_only
+        config = chain_config(memory, gamma, scaled_gamma, lam, part_order, noise_seed,
+                              schedule_seed, n_threads, -1, langevin_only)
         pymf_error_clear(&err)
         self.state = pymf_alphamf_create(&model, &data.data, &config, update_phi, &err)
         if self.state == NULL:

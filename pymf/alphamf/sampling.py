@@ -25,28 +25,19 @@ from pymf.hamcmc.mf import GridSettings, HamcmcKernel
 from pymf.nmf.sampling import sample_nmf
 
 
-class _PsgldSettings:
+class _PsgldSettings(GridSettings):
     """A PSGLD sampler seen as GridSettings sees HAMCMC: no memory, Langevin steps only."""
 
     kind = "psgld"
-    backend = "cpu"
     preconditioner_scale = 1.0
 
     def __init__(self, sampler):
         if sampler.backend != "cpu":
             raise ValueError("AlphaStableNMF runs on the CPU (backend='cpu')")
-        self.sampler = sampler
-        self.step_size = sampler.step_size
-        self.blocks = sampler.blocks
-        self.part_order = sampler.part_order
-        self.permute = sampler.permute
-        self.n_threads = sampler.n_threads
+        super().__init__(sampler)
 
     def grid_blocks(self, shape):
         return self.sampler.grid_blocks(shape)
-
-    def batch_size(self, n_observed):
-        return 0
 
     def params(self):
         out = self.sampler.params()

@@ -76,6 +76,10 @@ cdef extern from "pymf/hamcmc_mf.h" nogil:
 
 # the chain's checkpoint and gradient (pymf/hamcmc/_hamcmc_mf.pyx), for the families whose
 # (W, H) step is this chain
+cdef pymf_hamcmc_mf_config chain_config(int memory, double gamma, bint scaled_gamma, double lam,
+                                        str part_order, uint64_t noise_seed,
+                                        uint64_t schedule_seed, int n_threads,
+                                        int only_row_block, bint langevin_only) except *
 cdef tuple chain_planes(pymf_hamcmc_mf *chain, BlockedData data, int rank)
 cdef dict chain_snapshot(pymf_hamcmc_mf *chain, BlockedData data, int rank)
 cdef chain_restore(pymf_hamcmc_mf *chain, BlockedData data, int rank, arrays)

@@ -14,6 +14,27 @@ from pymf.nmf._chain cimport FactorChain, nmf_model, pymf_nmf_model
 _ORDERS = {"cyclic": PYMF_PARTS_CYCLIC, "random": PYMF_PARTS_RANDOM}
 
 
+cdef pymf_hamcmc_mf_config chain_config(int memory, double gamma, bint scaled_gamma, double lam,
+                                        str part_order, uint64_t noise_seed,
+                                        uint64_t schedule_seed, int n_threads,
+                                        int only_row_block, bint langevin_only) except *:
+    """The C chain's settings (the C core checks their values)."""
+    cdef pymf_hamcmc_mf_config config
+    if part_order not in _ORDERS:
+        raise ValueError(f"part_order must be one of {sorted(_ORDERS)}, got {part_order!r}")
+    config.memory = memory
+    config.gamma = gamma
+    config.scaled_gamma = scaled_gamma
+    config.lambda_ = lam
+    config.part_order = _ORDERS[part_order]
+    config.noise_seed = noise_seed
+    config.schedule_seed = schedule_seed
+    config.n_threads = n_threads
+    config.only_row_block = only_row_block
+    config.langevin_only = langevin_only
+    return config
+
+
 # The chain's checkpoint and gradient, shared by every family whose (W, H) step is this chain
 # (pymf.alphamf's chain holds one too).
 cdef tuple chain_planes(pymf_hamcmc_mf *chain, BlockedData data, int rank):
@@ -90,19 +111,9 @@ cdef class HamcmcChain(FactorChain):
         self.data = data
         self.rank = rank
         self.memory = memory
-        if part_order not in _ORDERS:
-            raise ValueError(f"part_order must be one of {sorted(_ORDERS)}, got {part_order!r}")
         model = nmf_model(rank, beta, phi, prior, lam_w, lam_h)
-        config.memory = memory
-        config.gamma = gamma
-        config.scaled_gamma = scaled_gamma
-        config.lambda_ = lam
-        config.part_order = _ORDERS[part_order]
-        config.noise_seed = noise_seed
-        config.schedule_seed = schedule_seed
-        config.n_threads = n_threads
-        config.only_row_block = only_row_block
-        config.langevin_only = 0
+        config = chain_config(memory, gamma, scaled_gamma, lam, part_order, noise_seed,
+                              schedule_seed, n_threads, only_row_block, False)
         pymf_error_clear(&err)
         self.chain = pymf_hamcmc_mf_create(&model, &data.data, &config, &err)
         if self.chain == NULL:
