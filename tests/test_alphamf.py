@@ -341,3 +341,52 @@ def test_start_puts_phi_at_its_conditional_maximiser():
     expected = np.maximum(SMALL ** 2 / (W @ H.T) ** (2 / alpha), 1e-2)
     np.testing.assert_allclose(chain.get_phi(), expected.ravel(), rtol=1e-13)
     assert chain.phi_counts == (0, 0)
+
+
+def test_sparse_data_gradient_and_start_use_each_entry_once():
+    """Ratings (60 % of a 9 x 8 matrix), B = 2, part 1: the gradient against finite
+    differences of the readable U over the part's entries (Phi in the block layout's order),
+    and the start's Phi entry by entry."""
+    rng = np.random.default_rng(5)
+    I, J, K, alpha = 9, 8, 2, 1.2
+    V = rng.standard_cauchy((I, J))
+    rows, cols = np.nonzero(rng.random((I, J)) < 0.6)
+    data = _blocks.BlockedData.from_sparse(rows.astype(np.int64), cols.astype(np.int64),
+                                           V[rows, cols], (I, J), 2)
+    chain = _alphamf.AlphaChain(data, K, alpha, 1.0, 1.0, 1.0, 1.0, 1, 2)
+    r, c, x = data.sparse_entries()
+    W = rng.uniform(0.3, 1.5, (I, K))
+    H = rng.uniform(0.3, 1.5, (K, J))
+    chain.set_state(W, H.T.copy())
+    np.testing.assert_allclose(
+        chain.get_phi(),
+        np.maximum(x ** 2 / np.einsum("nk,nk->n", W[r], H.T[c]) ** (2 / alpha), 1e-2),
+        rtol=1e-13)
+    Phi = rng.uniform(0.5, 3.0, len(x))
+    chain.set_phi(Phi)
+    piece = lambda index, starts: np.searchsorted(starts, index, side="right") - 1  # noqa: E731
+    in_part = (piece(c, data.col_start) - piece(r, data.row_start)) % 2 == 1
+    scale = len(x) / in_part.sum()
+    model = pymf.AlphaStableNMF(K, alpha)
+
+    def U(W_, H_):
+        v = np.einsum("nk,nk->n", W_[r], H_.T[c])
+        var = Phi * v ** (2 / alpha)
+        return -(scale * np.sum((-0.5 * np.log(var) - 0.5 * x ** 2 / var)[in_part])
+                 + model.log_prior(W_, H_))
+
+    gW, gHt = chain.grad_potential(W, H.T, 1)
+    eps = 1e-6
+    for idx in [(0, 0), (4, 1), (8, 0)]:
+        d = np.zeros_like(W)
+        d[idx] = eps
+        assert gW[idx] == pytest.approx((U(W + d, H) - U(W - d, H)) / (2 * eps), rel=1e-5, abs=1e-6)
+    for idx in [(0, 0), (1, 5), (0, 7)]:
+        d = np.zeros_like(H)
+        d[idx] = eps
+        assert gHt[idx[::-1]] == pytest.approx((U(W, H + d) - U(W, H - d)) / (2 * eps),
+                                               rel=1e-5, abs=1e-6)
+    res = pymf.sample(model, pymf.Ratings(rows, cols, V[rows, cols], shape=(I, J)),
+                      pymf.PSGLD(blocks=2, step_size=1e-3, part_order="random"), n_samples=20,
+                      seed=1)
+    assert res.n_kept == 20 and np.all(np.isfinite(res.W_mean))
