@@ -390,3 +390,45 @@ def test_sparse_data_gradient_and_start_use_each_entry_once():
                       pymf.PSGLD(blocks=2, step_size=1e-3, part_order="random"), n_samples=20,
                       seed=1)
     assert res.n_kept == 20 and np.all(np.isfinite(res.W_mean))
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "known limitation: the explicit Langevin (W, H) step is unstable where v -> 0, whose "
+    "likelihood gradient grows like X^2 / (Phi v^(1 + 2/alpha)): on this 2 x 2 problem the "
+    "joint chain kicks v to 1e3-1e10 and spends 1-6 % of its draws with some v_ij above 50 "
+    "(1.0 % here; the bulk's quartile probabilities do match), where the exact posterior "
+    "has no mass; the components (Phi step, (W, H) step given Phi) pass their own tests"))
+def test_whole_gibbs_chain_samples_the_marginal_posterior_of_wh():
+    """Phi and (W, H) together: I = J = 2, K = 1, alpha = 1.2, full batch, 2 PSGLD chains of
+    100,000 iterations (eps = 1e-4, a Phi step and a (W, H) step each) against 6,000
+    random-walk Metropolis chains of 1,500 steps on p(W, H | X) with Phi integrated out
+    (the SaS density tabulated by scipy, tests/alphamf_reference.py): the probabilities
+    P(v_ij < q) at the reference's quartiles q (12 comparisons) and the share of draws with
+    some v_ij above 50 (the reference's largest v is far below)."""
+    rng = np.random.default_rng(23)
+    W, H = ref.random_walk_mh_marginal(X_TINY, 1.2, 1, 6000, 1500, 0.35, rng)
+    v = (W @ H).reshape(6000, 4)
+    quartiles = np.quantile(v, [0.25, 0.5, 0.75], axis=0)
+
+    def below(values):
+        return (values[..., None, :] < quartiles).reshape(values.shape[:-1] + (12,)).astype(float)
+
+    draws = []
+    for seed in (31, 32):
+        chain = chain_of(X_TINY, 1, 1.2, langevin_only=True, update_phi=True, seed=seed)
+        chain.set_state(np.ones((2, 1)), np.ones((2, 1)))
+        chain.run(np.full(5000, 1e-4))
+        out = np.empty((100_000 // 40, 4))
+        for s in range(len(out)):
+            chain.run(np.full(40, 1e-4))
+            W_, Ht, _ = chain.get_state()
+            out[s] = (W_ @ Ht.T).ravel()
+        draws.append(out)
+    draws = np.stack(draws)
+    mean, se = batch_means(below(draws))
+    reference = below(v)
+    assert v.max() < 50
+    assert np.abs(z_scores(mean, se, reference.mean(axis=0),
+                           reference.std(axis=0) / math.sqrt(len(v)))).max() \
+        < bonferroni_z(FAMILY_ALPHA, 12)
+    assert np.mean(draws.max(axis=-1) > 50) < 1e-3
