@@ -86,6 +86,7 @@ extensions = [binding(path) for path in (
     "bpmf/_bpmf",
     "hamcmc/_hamcmc",
     "hamcmc/_hamcmc_mf",
+    "alphamf/_alphamf",
     "sibm/_sibm",
     "ibp/_ibp",
 )]
@@ -134,13 +135,13 @@ class build_py_with_headers(build_py):
 setup(
     cmdclass={"build_py": build_py_with_headers},
     packages=["pymf", "pymf.engine", "pymf.nmf", "pymf.bpmf", "pymf.hamcmc", "pymf.sibm",
-              "pymf.ibp", "pymf.cuda"],
+              "pymf.ibp", "pymf.alphamf", "pymf.cuda"],
     package_dir={"pymf": "pymf", "pymf.cuda": "cuda"},
     # the .pxd files, so that code outside pymf can cimport the bindings' declarations
     package_data={"pymf.cuda": ["*.cu", "*.cuh", "include/pymf/*.h"],
                   **{package: ["*.pxd"] for package in ("pymf", "pymf.nmf", "pymf.bpmf",
                                                         "pymf.hamcmc", "pymf.sibm",
-                                                        "pymf.ibp")}},
+                                                        "pymf.ibp", "pymf.alphamf")}},
     libraries=[core_library],
     ext_modules=cythonize(
         extensions,

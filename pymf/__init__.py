@@ -2,8 +2,9 @@
 
 Posterior sampling for matrix factorisation with Langevin samplers (LD, SGLD and parallel
 SGLD, on CPU threads, a GPU or MPI), Bayesian PMF by distributed SGLD, HAMCMC (stochastic
-quasi-Newton Langevin) on its linear-Gaussian model, and logistic MF of big binary matrices
-by stochastic variational inference (SIBM), over a C core with Cython bindings.
+quasi-Newton Langevin) on its linear-Gaussian model and on alpha-stable MF (pymf.alphamf),
+and logistic MF of big binary matrices by stochastic variational inference (SIBM), over a
+C core with Cython bindings.
 
 One engine (pymf.engine) runs every family (pymf.nmf, pymf.bpmf, pymf.hamcmc, pymf.sibm): the families
 register their (model, sampler) pairs and result kinds when imported here, and pymf.sample,
@@ -25,6 +26,8 @@ from pymf.nmf import PSGLD, FitResult, Gibbs, SampleResult, TweedieNMF
 from pymf.sibm import SIBM, BatchVB, LogisticMF, SIBMResult
 from pymf import ibp  # noqa: E402, I001  (the IBP family registers itself)
 from pymf.ibp import CollapsedIBP, HybridIBP, IBPLinearGaussian, IBPResult
+from pymf import alphamf  # noqa: E402, I001  (the alpha-stable MF family registers itself)
+from pymf.alphamf import AlphaResult, AlphaStableNMF
 
 __all__ = ["datasets", "Ratings", "DivergenceError", "TweedieNMF", "SampleResult", "Result",
            "load", "LD", "SGLD", "PSGLD", "AutoStep", "ConstantStep", "PolynomialDecay", "sample",
@@ -34,3 +37,4 @@ __all__ = ["datasets", "Ratings", "DivergenceError", "TweedieNMF", "SampleResult
            "PreconditionedSGLD", "SGRLD", "LogisticMF", "SIBM", "BatchVB", "SIBMResult",
            "__version__"]
 __all__ += ["IBPLinearGaussian", "CollapsedIBP", "HybridIBP", "IBPResult"]
+__all__ += ["AlphaStableNMF", "AlphaResult"]

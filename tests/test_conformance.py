@@ -34,6 +34,10 @@ def linear_data():
     return A, x
 
 
+def alphamf_data():
+    return pymf.alphamf.make_alpha_stable(14, 12, 2, alpha=1.2, seed=3)[0]
+
+
 def ibp_data():
     X, _, _ = pymf.datasets.make_cambridge(n=30, seed=3)
     return X
@@ -68,6 +72,12 @@ CASES = {
                      lambda n, s=1e-3: pymf.SGRLD(step_size=s, batch_size=10), 1e6),
     "linear-sgld": (pymf.LinearGaussian, linear_data,
                     lambda n, s=1e-3: pymf.SGLD(step_size=s, batch_size=10), 1e6),
+    # alpha = 0.5: the priors' gradient grows as x^3, so a huge step overshoots to inf
+    "alphamf-hamcmc": (lambda: pymf.AlphaStableNMF(2, alpha=0.5), alphamf_data,
+                       lambda n, s=1e-3: pymf.HAMCMC(blocks=2, memory=3, step_size=s,
+                                                     n_threads=n), 1e3),
+    "alphamf-psgld": (lambda: pymf.AlphaStableNMF(2, alpha=0.5), alphamf_data,
+                      lambda n, s=1e-3: pymf.PSGLD(blocks=2, step_size=s, n_threads=n), 1e3),
     # IBP: Gibbs-type samplers without a step; collapsed Gibbs is sequential (takes no
     # thread option: run with 1 and 2 it is trivially the same chain)
     "ibp-collapsed": (pymf.IBPLinearGaussian, ibp_data, lambda n, s=None: pymf.CollapsedIBP(),

@@ -22,7 +22,10 @@
 enum { BLOCK_OK = 0, BLOCK_GRAD_FROM = 1, BLOCK_STATE = 2, BLOCK_GRAD_NEW = 3 };
 
 struct pymf_hamcmc_mf {
-    pymf_nmf_model model;
+    pymf_nmf_model model;           /* the Tweedie model (has_model), else unused */
+    int has_model;
+    pymf_hamcmc_potential potential; /* grad U by block: the Tweedie model's, or the caller's */
+    int K;                          /* rank */
     const pymf_blocked_data *data;
     pymf_hamcmc_mf_config config;
     int M, n_planes, n_max; /* memory, 3M - 2 stored planes, 2M basis vectors at most */
@@ -61,12 +64,40 @@ void pymf_hamcmc_mf_destroy(pymf_hamcmc_mf *s)
     free(s);
 }
 
+/* grad U of the Tweedie model over one block: the prior's gradient minus scale times the
+ * likelihood's (the pymf_hamcmc_potential of pymf_hamcmc_mf_create) */
+static int tweedie_block_grad(const void *ctx, const pymf_blocked_data *data, int b, int c,
+                              double scale, const double *W, const double *Ht, double *gW,
+                              double *gHt);
+
 pymf_hamcmc_mf *pymf_hamcmc_mf_create(const pymf_nmf_model *model, const pymf_blocked_data *data,
                                       const pymf_hamcmc_mf_config *config, pymf_error *err)
 {
     pymf_gsl_quiet();
     if (pymf_nmf_model_check(model, err) != PYMF_OK)
         return NULL;
+    const pymf_hamcmc_potential potential = {tweedie_block_grad, NULL, model->likelihood.rank,
+                                             model->prior == PYMF_PRIOR_EXPONENTIAL};
+    pymf_hamcmc_mf *s = pymf_hamcmc_mf_create_potential(&potential, data, config, err);
+    if (s != NULL) {
+        s->model = *model;
+        s->has_model = 1;
+        s->potential.ctx = &s->model;
+    }
+    return s;
+}
+
+pymf_hamcmc_mf *pymf_hamcmc_mf_create_potential(const pymf_hamcmc_potential *potential,
+                                                const pymf_blocked_data *data,
+                                                const pymf_hamcmc_mf_config *config,
+                                                pymf_error *err)
+{
+    pymf_gsl_quiet();
+    if (potential->grad == NULL || potential->rank <= 0) {
+        pymf_fail(err, PYMF_EINVAL, "the potential needs a gradient function and a rank > 0, "
+                  "got rank %d", potential->rank);
+        return NULL;
+    }
     if (config->memory < 2 || config->memory > 64) {
         pymf_fail(err, PYMF_EINVAL, "HAMCMC needs a memory M in [2, 64] (the pairs skip theta_{t-M}), got %d",
                   config->memory);
@@ -97,10 +128,11 @@ pymf_hamcmc_mf *pymf_hamcmc_mf_create(const pymf_nmf_model *model, const pymf_bl
         pymf_fail(err, PYMF_ENOMEM, "out of memory");
         return NULL;
     }
-    s->model = *model;
+    s->potential = *potential;
+    s->K = potential->rank;
     s->data = data;
     s->config = *config;
-    const int K = model->likelihood.rank, M = config->memory;
+    const int K = s->K, M = config->memory;
     s->M = M;
     s->n_planes = 3 * M - 2;
     s->n_max = 2 * M;
@@ -158,8 +190,8 @@ pymf_status pymf_hamcmc_mf_start(pymf_hamcmc_mf *s, const double *W, const doubl
                                  pymf_error *err)
 {
     const pymf_grid *g = s->data->grid;
-    const int K = s->model.likelihood.rank;
-    const int non_negative = s->model.prior == PYMF_PRIOR_EXPONENTIAL;
+    const int K = s->K;
+    const int non_negative = s->potential.non_negative;
     /* checked into the scratch first: a refused start leaves the chain as it was */
     const pymf_status status = pymf_factors_load(s->nW, s->nH, W, Ht, g->n_rows, g->n_cols, K,
                                                  non_negative, err);
@@ -185,6 +217,15 @@ void pymf_hamcmc_mf_get_state(const pymf_hamcmc_mf *s, double *W, double *Ht, in
         *t = s->t;
 }
 
+void pymf_hamcmc_mf_current(const pymf_hamcmc_mf *s, const double **W, const double **Ht)
+{
+    const int slot = window_slot(s, s->t);
+    *W = W_plane(s, slot);
+    *Ht = H_plane(s, slot);
+}
+
+uint64_t pymf_hamcmc_mf_noise_seed(const pymf_hamcmc_mf *s) { return s->config.noise_seed; }
+
 void pymf_hamcmc_mf_set_threads(pymf_hamcmc_mf *s, int n_threads) { s->config.n_threads = n_threads; }
 
 int64_t pymf_hamcmc_mf_skipped_pairs(const pymf_hamcmc_mf *s) { return s->skipped_pairs; }
@@ -205,7 +246,7 @@ typedef struct {
 static block_span span_of(const pymf_hamcmc_mf *s, int b, int part)
 {
     const pymf_grid *g = s->data->grid;
-    const int K = s->model.likelihood.rank;
+    const int K = s->K;
     const int c = pymf_part_column(g->n_blocks, part, b);
     const block_span span = {b, c, g->row_start[b] * K, g->row_start[b + 1] * K,
                              g->col_start[c] * K, g->col_start[c + 1] * K};
@@ -218,36 +259,39 @@ static double part_scale(const pymf_hamcmc_mf *s, int part)
     return size > 0 ? (double)s->n_observed / (double)size : 0.0;
 }
 
-static int all_finite(const double *x, int64_t n)
-{
-    int finite = 1;
-    for (int64_t i = 0; i < n; ++i)
-        finite &= isfinite(x[i]) ? 1 : 0;
-    return finite;
-}
-
 /* grad U over the block's coordinates at (W, Ht) (full grid-order arrays, only the block's
- * rows read) into (gW, gHt) (only the block's rows written): the prior's gradient minus
- * scale times the likelihood's. Returns whether every value is finite. */
+ * rows read) into (gW, gHt) (only the block's rows written), by the potential. Returns
+ * whether every value is finite. */
 static int block_grad_potential(const pymf_hamcmc_mf *s, const block_span *span, double scale,
                                 const double *W, const double *Ht, double *gW, double *gHt)
 {
+    return s->potential.grad(s->potential.ctx, s->data, span->b, span->c, scale, W, Ht, gW,
+                             gHt);
+}
+
+static int tweedie_block_grad(const void *ctx, const pymf_blocked_data *data, int b, int c,
+                              double scale, const double *W, const double *Ht, double *gW,
+                              double *gHt)
+{
+    const pymf_nmf_model *model = ctx;
+    const pymf_grid *g = data->grid;
+    const int K = model->likelihood.rank;
+    const int64_t w0 = g->row_start[b] * K, w1 = g->row_start[b + 1] * K;
+    const int64_t h0 = g->col_start[c] * K, h1 = g->col_start[c + 1] * K;
     if (scale > 0.0) {
-        pymf_tweedie_block_grad_set(&s->model.likelihood, s->data, span->b, span->c, scale, W,
-                                    Ht, gW, gHt);
+        pymf_tweedie_block_grad_set(&model->likelihood, data, b, c, scale, W, Ht, gW, gHt);
     } else {
-        memset(gW + span->w0, 0, sizeof(double) * (size_t)(span->w1 - span->w0));
-        memset(gHt + span->h0, 0, sizeof(double) * (size_t)(span->h1 - span->h0));
+        memset(gW + w0, 0, sizeof(double) * (size_t)(w1 - w0));
+        memset(gHt + h0, 0, sizeof(double) * (size_t)(h1 - h0));
     }
-    const int exponential = s->model.prior == PYMF_PRIOR_EXPONENTIAL;
+    const int exponential = model->prior == PYMF_PRIOR_EXPONENTIAL;
     /* -d/dx log p(x): lam for the exponential prior (x >= 0), lam x for N(0, 1/lam) */
-    const double lam_w = s->model.lam_w, lam_h = s->model.lam_h;
-    for (int64_t d = span->w0; d < span->w1; ++d)
+    const double lam_w = model->lam_w, lam_h = model->lam_h;
+    for (int64_t d = w0; d < w1; ++d)
         gW[d] = (exponential ? lam_w : lam_w * W[d]) - gW[d];
-    for (int64_t d = span->h0; d < span->h1; ++d)
+    for (int64_t d = h0; d < h1; ++d)
         gHt[d] = (exponential ? lam_h : lam_h * Ht[d]) - gHt[d];
-    return all_finite(gW + span->w0, span->w1 - span->w0) &&
-           all_finite(gHt + span->h0, span->h1 - span->h0);
+    return pymf_all_finite(gW + w0, w1 - w0) && pymf_all_finite(gHt + h0, h1 - h0);
 }
 
 /* The basis of iteration t's products over this block: the m pairs t-M+1 .. t-1 (s, then
@@ -331,14 +375,18 @@ static void block_gram(const pymf_hamcmc_mf *s, const block_span *span, int64_t 
             G[i * n + j] = G[j * n + i];
 }
 
-static int quasi_newton(const pymf_hamcmc_mf *s, int64_t t) { return t > 2 * (int64_t)s->M; }
+/* quasi-Newton from iteration 2M + 1, unless the chain is plain (SGLD's) Langevin */
+static int quasi_newton(const pymf_hamcmc_mf *s, int64_t t)
+{
+    return !s->config.langevin_only && t > 2 * (int64_t)s->M;
+}
 
 /* Phase one of iteration t in block b: the gradient at the state being moved, the noise and
  * (quasi-Newton iterations) the block's Gram matrix into partial (n_max^2 doubles). */
 static int begin_block(pymf_hamcmc_mf *s, int b, int part, int64_t t, double *partial)
 {
     const block_span span = span_of(s, b, part);
-    const int K = s->model.likelihood.rank;
+    const int K = s->K;
     const int from = window_slot(s, quasi_newton(s, t) ? t - s->M : t - 1);
     const int finite = block_grad_potential(s, &span, part_scale(s, part), W_plane(s, from),
                                             H_plane(s, from), s->gW, s->gH);
@@ -385,7 +433,7 @@ static int new_coordinates(const pymf_hamcmc_mf *s, int64_t t, double eps, const
                            const double *grad, const double *z, const double **v, int n,
                            int64_t d0, int64_t d1, double *next)
 {
-    const int mirror = s->model.prior == PYMF_PRIOR_EXPONENTIAL;
+    const int mirror = s->potential.non_negative;
     const double root = sqrt(2.0 * eps), gamma = s->config.gamma, root_gamma = sqrt(gamma);
     const int qn = quasi_newton(s, t);
     int finite = 1;
@@ -422,7 +470,7 @@ static int finish_block(pymf_hamcmc_mf *s, int b, int part, int64_t t, double ep
                               span.h1, s->nH);
     if (!finite)
         return BLOCK_STATE;
-    if (t <= s->M)
+    if (t <= s->M || s->config.langevin_only) /* no pair to form */
         return BLOCK_OK;
     /* y_t = grad U_t(theta_t) - grad U_t(theta_{t-M}) + lambda s_t, on this part */
     const double scale = part_scale(s, part), lambda = s->config.lambda;
@@ -440,8 +488,8 @@ static int finish_block(pymf_hamcmc_mf *s, int b, int part, int64_t t, double ep
         s->yW[d] = s->g2W[d] - s->yW[d] + lambda * (s->nW[d] - oW[d]);
     for (int64_t d = span.h0; d < span.h1; ++d)
         s->yH[d] = s->g2H[d] - s->yH[d] + lambda * (s->nH[d] - oH[d]);
-    return all_finite(s->yW + span.w0, span.w1 - span.w0) &&
-                   all_finite(s->yH + span.h0, span.h1 - span.h0)
+    return pymf_all_finite(s->yW + span.w0, span.w1 - span.w0) &&
+                   pymf_all_finite(s->yH + span.h0, span.h1 - span.h0)
                ? BLOCK_OK
                : BLOCK_GRAD_NEW;
 }
@@ -452,7 +500,7 @@ static void commit_block(pymf_hamcmc_mf *s, int b, int part, int64_t t)
     const block_span span = span_of(s, b, part);
     const int slot = window_slot(s, t); /* theta_{t-M}'s */
     double *oW = W_plane(s, slot), *oH = H_plane(s, slot);
-    if (t > s->M) {
+    if (t > s->M && !s->config.langevin_only) {
         double *sW = W_plane(s, s_plane(s, t)), *sH = H_plane(s, s_plane(s, t));
         for (int64_t d = span.w0; d < span.w1; ++d)
             sW[d] = s->nW[d] - oW[d];
@@ -515,7 +563,7 @@ pymf_status pymf_hamcmc_mf_run(pymf_hamcmc_mf *s, int64_t n_iter, const double *
     const int threads = s->config.n_threads > 0 ? s->config.n_threads : pymf_default_threads();
     const pymf_grid *g = s->data->grid;
     const int parallel = B > 1 && threads > 1 &&
-                         (s->data->n_observed + g->n_rows + g->n_cols) * s->model.likelihood.rank >=
+                         (s->data->n_observed + g->n_rows + g->n_cols) * s->K >=
                              PARALLEL_WORK;
     (void)threads;
     (void)parallel;
@@ -583,13 +631,13 @@ pymf_status pymf_hamcmc_mf_finish(pymf_hamcmc_mf *s, double eps, const double *p
 int64_t pymf_hamcmc_mf_piece_len(const pymf_hamcmc_mf *s, int c)
 {
     const pymf_grid *g = s->data->grid;
-    return (int64_t)s->n_planes * (g->col_start[c + 1] - g->col_start[c]) * s->model.likelihood.rank;
+    return (int64_t)s->n_planes * (g->col_start[c + 1] - g->col_start[c]) * s->K;
 }
 
 void pymf_hamcmc_mf_get_piece(const pymf_hamcmc_mf *s, int c, double *out)
 {
     const pymf_grid *g = s->data->grid;
-    const int K = s->model.likelihood.rank;
+    const int K = s->K;
     const size_t len = (size_t)((g->col_start[c + 1] - g->col_start[c]) * K);
     for (int q = 0; q < s->n_planes; ++q)
         memcpy(out + (size_t)q * len, H_plane(s, q) + g->col_start[c] * K, sizeof(double) * len);
@@ -598,7 +646,7 @@ void pymf_hamcmc_mf_get_piece(const pymf_hamcmc_mf *s, int c, double *out)
 void pymf_hamcmc_mf_set_piece(pymf_hamcmc_mf *s, int c, const double *in)
 {
     const pymf_grid *g = s->data->grid;
-    const int K = s->model.likelihood.rank;
+    const int K = s->K;
     const size_t len = (size_t)((g->col_start[c + 1] - g->col_start[c]) * K);
     for (int q = 0; q < s->n_planes; ++q)
         memcpy(H_plane(s, q) + g->col_start[c] * K, in + (size_t)q * len, sizeof(double) * len);
@@ -606,13 +654,16 @@ void pymf_hamcmc_mf_set_piece(pymf_hamcmc_mf *s, int c, const double *in)
 
 void pymf_hamcmc_mf_set_cols(pymf_hamcmc_mf *s, int64_t c0, int64_t c1, const double *in)
 {
-    const int K = s->model.likelihood.rank;
+    const int K = s->K;
     memcpy(H_plane(s, window_slot(s, s->t)) + c0 * K, in, sizeof(double) * (size_t)((c1 - c0) * K));
 }
 
 pymf_status pymf_hamcmc_mf_loglik(const pymf_hamcmc_mf *s, double *out, pymf_error *err)
 {
     const int slot = window_slot(s, s->t);
+    if (!s->has_model)
+        return pymf_fail(err, PYMF_EINVAL, "the chain's potential is not a Tweedie model: its "
+                         "family computes the log-likelihood");
     return pymf_tweedie_loglik(&s->model.likelihood, s->data, W_plane(s, slot), H_plane(s, slot),
                                s->config.n_threads, out, err);
 }
@@ -699,9 +750,9 @@ pymf_status pymf_hamcmc_mf_import(pymf_hamcmc_mf *s, const double *W_planes,
         return pymf_fail(err, PYMF_EINVAL, "the saved chain state left out %lld memory pairs by "
                          "iteration %lld", (long long)skipped_pairs, (long long)t);
     const int64_t nw = (int64_t)s->n_planes * s->w_len, nh = (int64_t)s->n_planes * s->h_len;
-    if (!all_finite(W_planes, nw) || !all_finite(Ht_planes, nh))
+    if (!pymf_all_finite(W_planes, nw) || !pymf_all_finite(Ht_planes, nh))
         return pymf_fail(err, PYMF_EINVAL, "the saved chain state contains NaN or inf");
-    if (s->model.prior == PYMF_PRIOR_EXPONENTIAL) {
+    if (s->potential.non_negative) {
         for (int64_t d = 0; d < (int64_t)s->M * s->w_len; ++d)
             if (W_planes[d] < 0.0)
                 return pymf_fail(err, PYMF_EINVAL, "the saved window of W is negative: the "

@@ -2,7 +2,7 @@
 from libc.stdint cimport int64_t, uint64_t
 
 from pymf._core cimport pymf_error, pymf_status
-from pymf.nmf._blocks cimport pymf_blocked_data, pymf_part_order
+from pymf.nmf._blocks cimport BlockedData, pymf_blocked_data, pymf_part_order
 from pymf.nmf._chain cimport pymf_nmf_model
 
 
@@ -17,13 +17,28 @@ cdef extern from "pymf/hamcmc_mf.h" nogil:
         uint64_t schedule_seed
         int n_threads
         int only_row_block
+        int langevin_only
 
     ctypedef struct pymf_hamcmc_mf:
         pass
 
+    ctypedef int (*pymf_block_potential_grad)(const void *ctx, const pymf_blocked_data *data,
+                                              int b, int c, double scale, const double *W,
+                                              const double *Ht, double *gW, double *gHt)
+
+    ctypedef struct pymf_hamcmc_potential:
+        pymf_block_potential_grad grad
+        const void *ctx
+        int rank
+        int non_negative
+
     pymf_hamcmc_mf *pymf_hamcmc_mf_create(const pymf_nmf_model *model,
                                           const pymf_blocked_data *data,
                                           const pymf_hamcmc_mf_config *config, pymf_error *err)
+    pymf_hamcmc_mf *pymf_hamcmc_mf_create_potential(const pymf_hamcmc_potential *potential,
+                                                    const pymf_blocked_data *data,
+                                                    const pymf_hamcmc_mf_config *config,
+                                                    pymf_error *err)
     void pymf_hamcmc_mf_destroy(pymf_hamcmc_mf *s)
     pymf_status pymf_hamcmc_mf_start(pymf_hamcmc_mf *s, const double *W, const double *Ht,
                                      pymf_error *err)
@@ -57,3 +72,16 @@ cdef extern from "pymf/hamcmc_mf.h" nogil:
     pymf_status pymf_hamcmc_mf_import(pymf_hamcmc_mf *s, const double *W_planes,
                                       const double *Ht_planes, int64_t t, int64_t skipped_pairs,
                                       pymf_error *err)
+
+
+# the chain's checkpoint and gradient (pymf/hamcmc/_hamcmc_mf.pyx), for the families whose
+# (W, H) step is this chain
+cdef pymf_hamcmc_mf_config chain_config(int memory, double gamma, bint scaled_gamma, double lam,
+                                        str part_order, uint64_t noise_seed,
+                                        uint64_t schedule_seed, int n_threads,
+                                        int only_row_block, bint langevin_only) except *
+cdef tuple chain_planes(pymf_hamcmc_mf *chain, BlockedData data, int rank)
+cdef dict chain_snapshot(pymf_hamcmc_mf *chain, BlockedData data, int rank)
+cdef chain_restore(pymf_hamcmc_mf *chain, BlockedData data, int rank, arrays)
+cdef tuple chain_grad_potential(pymf_hamcmc_mf *chain, BlockedData data, int rank, W, Ht,
+                                int part)

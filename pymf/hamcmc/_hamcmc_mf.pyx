@@ -14,6 +14,82 @@ from pymf.nmf._chain cimport FactorChain, nmf_model, pymf_nmf_model
 _ORDERS = {"cyclic": PYMF_PARTS_CYCLIC, "random": PYMF_PARTS_RANDOM}
 
 
+cdef pymf_hamcmc_mf_config chain_config(int memory, double gamma, bint scaled_gamma, double lam,
+                                        str part_order, uint64_t noise_seed,
+                                        uint64_t schedule_seed, int n_threads,
+                                        int only_row_block, bint langevin_only) except *:
+    """The C chain's settings (the C core checks their values)."""
+    cdef pymf_hamcmc_mf_config config
+    if part_order not in _ORDERS:
+        raise ValueError(f"part_order must be one of {sorted(_ORDERS)}, got {part_order!r}")
+    config.memory = memory
+    config.gamma = gamma
+    config.scaled_gamma = scaled_gamma
+    config.lambda_ = lam
+    config.part_order = _ORDERS[part_order]
+    config.noise_seed = noise_seed
+    config.schedule_seed = schedule_seed
+    config.n_threads = n_threads
+    config.only_row_block = only_row_block
+    config.langevin_only = langevin_only
+    return config
+
+
+# The chain's checkpoint and gradient, shared by every family whose (W, H) step is this chain
+# (pymf.alphamf's chain holds one too).
+cdef tuple chain_planes(pymf_hamcmc_mf *chain, BlockedData data, int rank):
+    n = pymf_hamcmc_mf_planes(chain)
+    return ((n, data.grid.n_rows, rank), (n, data.grid.n_cols, rank))
+
+
+cdef dict chain_snapshot(pymf_hamcmc_mf *chain, BlockedData data, int rank):
+    w_shape, h_shape = chain_planes(chain, data, rank)
+    W = np.empty(w_shape)
+    H = np.empty(h_shape)
+    cdef double[:, :, ::1] w = W, h = H
+    cdef int64_t t = 0, skipped = 0
+    pymf_hamcmc_mf_export(chain, &w[0, 0, 0], &h[0, 0, 0], &t, &skipped)
+    return {"W_planes": W, "Ht_planes": H, "counters": np.array([t, skipped], dtype=np.int64)}
+
+
+cdef chain_restore(pymf_hamcmc_mf *chain, BlockedData data, int rank, arrays):
+    w_shape, h_shape = chain_planes(chain, data, rank)
+    missing = [k for k in ("W_planes", "Ht_planes", "counters") if k not in arrays]
+    if missing:
+        raise ValueError(f"the saved chain state lacks {', '.join(missing)}")
+    for name, shape in (("W_planes", w_shape), ("Ht_planes", h_shape), ("counters", (2,))):
+        if np.shape(arrays[name]) != shape:
+            raise ValueError(f"the saved chain state's {name} has shape "
+                             f"{np.shape(arrays[name])}; this sampler's is {shape}")
+    counters = np.asarray(arrays["counters"])
+    if counters.dtype.kind not in "iu":
+        raise ValueError("the saved chain state's counters are not integers")
+    cdef double[:, :, ::1] w = np.array(arrays["W_planes"], dtype=np.float64, order="C")
+    cdef double[:, :, ::1] h = np.array(arrays["Ht_planes"], dtype=np.float64, order="C")
+    cdef pymf_error err
+    pymf_error_clear(&err)
+    pymf_hamcmc_mf_import(chain, &w[0, 0, 0], &h[0, 0, 0], int(counters[0]),
+                          int(counters[1]), &err)
+    check(&err)
+
+
+cdef tuple chain_grad_potential(pymf_hamcmc_mf *chain, BlockedData data, int rank, W, Ht,
+                                int part):
+    cdef const double[:, ::1] w = np.ascontiguousarray(W, dtype=np.float64)
+    cdef const double[:, ::1] h = np.ascontiguousarray(Ht, dtype=np.float64)
+    if w.shape[0] != data.grid.n_rows or h.shape[0] != data.grid.n_cols \
+            or w.shape[1] != rank or h.shape[1] != rank:
+        raise ValueError("W and Ht must be I x K and J x K")
+    gW = np.empty((w.shape[0], rank))
+    gH = np.empty((h.shape[0], rank))
+    cdef double[:, ::1] gw = gW, gh = gH
+    cdef pymf_error err
+    pymf_error_clear(&err)
+    pymf_hamcmc_mf_grad_potential(chain, &w[0, 0], &h[0, 0], part, &gw[0, 0], &gh[0, 0], &err)
+    check(&err)
+    return gW, gH
+
+
 # The C object points into `data`: the cycle collector must not clear that reference
 # before __dealloc__ has destroyed the C object.
 @cython.no_gc_clear
@@ -35,18 +111,9 @@ cdef class HamcmcChain(FactorChain):
         self.data = data
         self.rank = rank
         self.memory = memory
-        if part_order not in _ORDERS:
-            raise ValueError(f"part_order must be one of {sorted(_ORDERS)}, got {part_order!r}")
         model = nmf_model(rank, beta, phi, prior, lam_w, lam_h)
-        config.memory = memory
-        config.gamma = gamma
-        config.scaled_gamma = scaled_gamma
-        config.lambda_ = lam
-        config.part_order = _ORDERS[part_order]
-        config.noise_seed = noise_seed
-        config.schedule_seed = schedule_seed
-        config.n_threads = n_threads
-        config.only_row_block = only_row_block
+        config = chain_config(memory, gamma, scaled_gamma, lam, part_order, noise_seed,
+                              schedule_seed, n_threads, only_row_block, False)
         pymf_error_clear(&err)
         self.chain = pymf_hamcmc_mf_create(&model, &data.data, &config, &err)
         if self.chain == NULL:
@@ -87,59 +154,22 @@ cdef class HamcmcChain(FactorChain):
         return pymf_hamcmc_mf_part(self.chain, t)
 
     def _planes(self):
-        n = pymf_hamcmc_mf_planes(self.chain)
-        return ((n, self.data.grid.n_rows, self.rank), (n, self.data.grid.n_cols, self.rank))
+        return chain_planes(self.chain, self.data, self.rank)
 
     def snapshot(self):
         """Everything the chain carries: W_planes and Ht_planes (3M - 2 planes each: the
         window of M states, the s and y of the M - 1 pairs; core/include/pymf/hamcmc_mf.h)
         and counters (t, skipped pairs)."""
-        w_shape, h_shape = self._planes()
-        W = np.empty(w_shape)
-        H = np.empty(h_shape)
-        cdef double[:, :, ::1] w = W, h = H
-        cdef int64_t t = 0, skipped = 0
-        pymf_hamcmc_mf_export(self.chain, &w[0, 0, 0], &h[0, 0, 0], &t, &skipped)
-        return {"W_planes": W, "Ht_planes": H, "counters": np.array([t, skipped], dtype=np.int64)}
+        return chain_snapshot(self.chain, self.data, self.rank)
 
     def restore(self, arrays):
         """The inverse of snapshot(); a state of another shape, with unreachable counters or
         non-finite values is refused (ValueError) and the chain left as it was."""
-        w_shape, h_shape = self._planes()
-        missing = [k for k in ("W_planes", "Ht_planes", "counters") if k not in arrays]
-        if missing:
-            raise ValueError(f"the saved chain state lacks {', '.join(missing)}")
-        for name, shape in (("W_planes", w_shape), ("Ht_planes", h_shape), ("counters", (2,))):
-            if np.shape(arrays[name]) != shape:
-                raise ValueError(f"the saved chain state's {name} has shape "
-                                 f"{np.shape(arrays[name])}; this sampler's is {shape}")
-        counters = np.asarray(arrays["counters"])
-        if counters.dtype.kind not in "iu":
-            raise ValueError("the saved chain state's counters are not integers")
-        cdef double[:, :, ::1] w = np.array(arrays["W_planes"], dtype=np.float64, order="C")
-        cdef double[:, :, ::1] h = np.array(arrays["Ht_planes"], dtype=np.float64, order="C")
-        cdef pymf_error err
-        pymf_error_clear(&err)
-        pymf_hamcmc_mf_import(self.chain, &w[0, 0, 0], &h[0, 0, 0], int(counters[0]),
-                              int(counters[1]), &err)
-        check(&err)
+        chain_restore(self.chain, self.data, self.rank, arrays)
 
     def grad_potential(self, W, Ht, int part):
         """grad U of `part` (scaled N / |Pi_part|, prior included) at (W, H^T), grid order."""
-        cdef const double[:, ::1] w = np.ascontiguousarray(W, dtype=np.float64)
-        cdef const double[:, ::1] h = np.ascontiguousarray(Ht, dtype=np.float64)
-        if w.shape[0] != self.data.grid.n_rows or h.shape[0] != self.data.grid.n_cols \
-                or w.shape[1] != self.rank or h.shape[1] != self.rank:
-            raise ValueError("W and Ht must be I x K and J x K")
-        gW = np.empty((w.shape[0], self.rank))
-        gH = np.empty((h.shape[0], self.rank))
-        cdef double[:, ::1] gw = gW, gh = gH
-        cdef pymf_error err
-        pymf_error_clear(&err)
-        pymf_hamcmc_mf_grad_potential(self.chain, &w[0, 0], &h[0, 0], part, &gw[0, 0],
-                                      &gh[0, 0], &err)
-        check(&err)
-        return gW, gH
+        return chain_grad_potential(self.chain, self.data, self.rank, W, Ht, part)
 
     def products(self, gW, gHt, zW, zHt):
         """(H g, S z, pairs used) with the memory the next iteration uses, computed by

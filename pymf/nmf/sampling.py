@@ -50,10 +50,11 @@ def _setup(model, data, sampler, seed, init, test, chain_factory=make_chain, bur
 def sample_nmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, init=None,
                test=None, trace_every=None, sample_dir=None, keep_samples=True,
                checkpoint=None, checkpoint_every=None, progress=None, callback=None,
-               chain_factory=make_chain, kernel_class=FactorKernel):
+               chain_factory=make_chain, kernel_class=FactorKernel, result_class=SampleResult):
     """pymf.sample for a TweedieNMF model; returns a SampleResult (see pymf.sample).
-    chain_factory and kernel_class: another family's sampler of this model (HAMCMC) runs
-    its own C chain and kernel through this same set-up."""
+    chain_factory, kernel_class and result_class: another family's sampler of this model
+    (HAMCMC), or another factor model (pymf.alphamf), runs its own C chain, kernel and
+    result through this same set-up."""
     n_samples, burnin, thin = check_run_length(n_samples, burnin, thin)
     trace_every = thin if trace_every is None else check_count(trace_every, "trace_every", 1)
     if getattr(sampler, "backend", "cpu") == "cuda":
@@ -69,7 +70,7 @@ def sample_nmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ini
     params = sample_params(facts, n_samples, burnin, thin, sampler, test)
 
     def make_result(record):
-        return SampleResult.from_record(record, params, kernel.state())
+        return result_class.from_record(record, params, kernel.state())
 
     return driver.run(kernel, plan, seed=seed, step_size=sampler.step_size,
                       keep_draws=keep_samples, sample_dir=sample_dir,

@@ -51,13 +51,39 @@ typedef struct {
     uint64_t schedule_seed;     /* GSL stream of random parts */
     int n_threads;              /* <= 0: OpenMP's default */
     int only_row_block;         /* MPI: this rank's block (-1: all; then use _run) */
+    int langevin_only;          /* nonzero: every iteration is the gamma-preconditioned
+                                   Langevin step from theta_{t-1} (SGLD on the grid's parts,
+                                   i.e. PSGLD) and no pairs are formed */
 } pymf_hamcmc_mf_config;
+
+/* grad U over one block (row piece b, column piece c) at (W, Ht) (full grid-order arrays):
+ * grad(-log prior) of the block's coordinates minus `scale` times the gradient of the
+ * block's log-likelihood, written into the block's rows of gW and gHt only (so blocks of a
+ * part run in parallel). Returns nonzero when every written value is finite. */
+typedef int (*pymf_block_potential_grad)(const void *ctx, const pymf_blocked_data *data, int b,
+                                         int c, double scale, const double *W,
+                                         const double *Ht, double *gW, double *gHt);
+
+/* The target of a chain: its gradient by block, the rank, and whether the factors are
+ * non-negative (new states mirrored at zero, starts and imports refused when negative). */
+typedef struct {
+    pymf_block_potential_grad grad;
+    const void *ctx; /* must outlive the sampler */
+    int rank;
+    int non_negative;
+} pymf_hamcmc_potential;
 
 typedef struct pymf_hamcmc_mf pymf_hamcmc_mf;
 
 /* `data` must outlive the sampler. */
 pymf_hamcmc_mf *pymf_hamcmc_mf_create(const pymf_nmf_model *model, const pymf_blocked_data *data,
                                       const pymf_hamcmc_mf_config *config, pymf_error *err);
+/* Another model's potential (pymf/alphamf.h): the same chain; pymf_hamcmc_mf_loglik is then
+ * refused (the model's family computes its log-likelihood). */
+pymf_hamcmc_mf *pymf_hamcmc_mf_create_potential(const pymf_hamcmc_potential *potential,
+                                                const pymf_blocked_data *data,
+                                                const pymf_hamcmc_mf_config *config,
+                                                pymf_error *err);
 void pymf_hamcmc_mf_destroy(pymf_hamcmc_mf *s);
 
 /* Starts the chain at (W, H^T) (I x K, J x K, grid order; finite, >= 0 for the exponential
@@ -66,6 +92,11 @@ pymf_status pymf_hamcmc_mf_start(pymf_hamcmc_mf *s, const double *W, const doubl
                                  pymf_error *err);
 /* The current state theta_t (either pointer may be NULL) and t. */
 void pymf_hamcmc_mf_get_state(const pymf_hamcmc_mf *s, double *W, double *Ht, int64_t *t);
+/* The current state in place (grid order; valid until the chain next moves). */
+void pymf_hamcmc_mf_current(const pymf_hamcmc_mf *s, const double **W, const double **Ht);
+/* The Philox key of the noise (other draws of a family's iteration use it with their own
+ * stream). */
+uint64_t pymf_hamcmc_mf_noise_seed(const pymf_hamcmc_mf *s);
 void pymf_hamcmc_mf_set_threads(pymf_hamcmc_mf *s, int n_threads);
 /* Memory pairs left out of the quasi-Newton steps because s^T y <= 0 (each pair counted at
  * its first use). */

@@ -20,6 +20,10 @@
 
 #include "pymf/common.h"
 
+#ifndef __CUDACC__
+#include <math.h>
+#endif
+
 /* <a, b> with four partial sums in a fixed order: the result is the same whichever thread
  * computes it, and the compiler can keep the sums in registers. */
 PYMF_HD double pymf_dot(const double *a, const double *b, int n)
@@ -78,6 +82,15 @@ PYMF_HD void pymf_axpy2(int n, double alpha, const double *x1, double *y1, const
         y1[k] += alpha * x1[k];
         y2[k] += alpha * x2[k];
     }
+}
+
+/* Whether x[0 .. n-1] are all finite (every element looked at: the loop vectorises). */
+PYMF_HD int pymf_all_finite(const double *x, int64_t n)
+{
+    int finite = 1;
+    for (int64_t i = 0; i < n; ++i)
+        finite &= isfinite(x[i]) ? 1 : 0;
+    return finite;
 }
 
 #endif
