@@ -39,6 +39,9 @@ struct pymf_sibm {
     double *ones_row_cum;       /* BIASED: cumulative over rows of a_i * (sum of the row's b_j) */
     double *ones_row_bmax;      /* BIASED: the largest b_j among each row's ones */
     double *row_cum, *col_cum;  /* BIASED: cumulative weights of the zero proposal */
+    /* BIASED: guide tables of the three cumulative tables (pymf_sibm's search_guided) */
+    int64_t *ones_row_guide, *row_guide, *col_guide;
+    int64_t n_row_buckets, n_col_buckets;
     double Z1, Z0;              /* BIASED: normalisers of the ones' and zeros' weights */
     double *p_row, *p_col;      /* marginal probabilities of a draw's row / column */
     /* scratch of one update, grown as needed */
@@ -136,10 +139,49 @@ static inline double walk_row(const pymf_sibm_matrix *X, int64_t i, int64_t *nex
     return 0.0;
 }
 
-/* first index e in [0, n) with cum[e] > u (cum non-decreasing, u < cum[n - 1]) */
-static int64_t search_cumulative(const double *cum, int64_t n, double u)
+/* A guide table cuts the search of a cumulative table of n entries: bucket b of
+ * n_buckets covers the targets [b, b + 1) * total / n_buckets, and guide[b] is the first
+ * index whose cum exceeds the bucket's start (guide[n_buckets] = n - 1). A target in bucket
+ * k lies between the starts of buckets k - 2 and k + 2 even if its bucket is computed one
+ * off by rounding, so the first index with cum > u is inside [guide[k - 2], guide[k + 2]]:
+ * the same index as a binary search of the whole table (cum non-decreasing, u < cum[n - 1])
+ * gives, in a few steps instead of ~14 at 10^4 rows (each drawn entry searches up to three
+ * tables). */
+#define SIBM_ENTRIES_PER_BUCKET 8
+
+static int64_t guide_buckets(int64_t n)
 {
-    int64_t lo = 0, hi = n - 1;
+    return n / SIBM_ENTRIES_PER_BUCKET + 1;
+}
+
+static inline double bucket_start(double total, int64_t b, int64_t n_buckets)
+{
+    return total * (double)b / (double)n_buckets;
+}
+
+static void build_guide(const double *cum, int64_t n, int64_t n_buckets, int64_t *guide)
+{
+    const double total = cum[n - 1];
+    int64_t e = 0;
+    for (int64_t b = 0; b < n_buckets; ++b) {
+        const double start = bucket_start(total, b, n_buckets);
+        while (e < n - 1 && !(cum[e] > start))
+            ++e;
+        guide[b] = e;
+    }
+    guide[n_buckets] = n - 1;
+}
+
+static int64_t search_guided(const double *cum, int64_t n, const int64_t *guide,
+                             int64_t n_buckets, double u)
+{
+    const double q = u / cum[n - 1] * (double)n_buckets;
+    int64_t k = 0;
+    if (q >= (double)(n_buckets - 1))
+        k = n_buckets - 1;
+    else if (q > 0) /* false for NaN (an all-zero table): bucket 0 */
+        k = (int64_t)q;
+    int64_t lo = guide[k >= 2 ? k - 2 : 0], hi = guide[k + 2 <= n_buckets ? k + 2 : n_buckets];
     while (lo < hi) {
         const int64_t mid = lo + (hi - lo) / 2;
         if (cum[mid] > u)
@@ -251,8 +293,9 @@ static int draw_entry(const pymf_sibm *s, uint32_t stream, int64_t t, int64_t in
             e = uniform_below(word64(w + 2), X->n_ones);
             *row = row_of_one(X, e);
         } else {
-            *row = search_cumulative(s->ones_row_cum, X->n_rows,
-                                     unit53(word64(w + 2)) * s->ones_row_cum[X->n_rows - 1]);
+            *row = search_guided(s->ones_row_cum, X->n_rows, s->ones_row_guide,
+                                 s->n_row_buckets,
+                                 unit53(word64(w + 2)) * s->ones_row_cum[X->n_rows - 1]);
             e = biased_one_in_row(s, key, ctr, index, *row);
         }
         *col = X->col_idx[e];
@@ -267,10 +310,10 @@ static int draw_entry(const pymf_sibm *s, uint32_t stream, int64_t t, int64_t in
             i = uniform_below(word64(w), X->n_rows);
             j = uniform_below(word64(w + 2), X->n_cols);
         } else {
-            i = search_cumulative(s->row_cum, X->n_rows,
-                                  unit53(word64(w)) * s->row_cum[X->n_rows - 1]);
-            j = search_cumulative(s->col_cum, X->n_cols,
-                                  unit53(word64(w + 2)) * s->col_cum[X->n_cols - 1]);
+            i = search_guided(s->row_cum, X->n_rows, s->row_guide, s->n_row_buckets,
+                              unit53(word64(w)) * s->row_cum[X->n_rows - 1]);
+            j = search_guided(s->col_cum, X->n_cols, s->col_guide, s->n_col_buckets,
+                              unit53(word64(w + 2)) * s->col_cum[X->n_cols - 1]);
         }
         if (!is_one(X, i, j)) {
             *row = i;
@@ -310,6 +353,7 @@ void pymf_sibm_destroy(pymf_sibm *s)
     free(s->row_updates); free(s->col_updates);
     free(s->col_ones); free(s->ones_row_cum); free(s->ones_row_bmax);
     free(s->row_cum); free(s->col_cum);
+    free(s->ones_row_guide); free(s->row_guide); free(s->col_guide);
     free(s->p_row); free(s->p_col);
     free_scratch(s);
     free(s->all_es); free(s->all_vs);
@@ -487,6 +531,18 @@ static pymf_status build_tables(pymf_sibm *s, pymf_error *err)
         H += (double)s->col_ones[j] + 1.0;
         s->col_cum[j] = H;
     }
+    s->n_row_buckets = guide_buckets(L);
+    s->n_col_buckets = guide_buckets(M);
+    s->ones_row_guide = malloc((size_t)(s->n_row_buckets + 1) * sizeof(int64_t));
+    s->row_guide = malloc((size_t)(s->n_row_buckets + 1) * sizeof(int64_t));
+    s->col_guide = malloc((size_t)(s->n_col_buckets + 1) * sizeof(int64_t));
+    if (!s->ones_row_guide || !s->row_guide || !s->col_guide) {
+        free(col_a); free(col_g);
+        return pymf_fail(err, PYMF_ENOMEM, "out of memory for the sampling tables");
+    }
+    build_guide(s->ones_row_cum, L, s->n_row_buckets, s->ones_row_guide);
+    build_guide(s->row_cum, L, s->n_row_buckets, s->row_guide);
+    build_guide(s->col_cum, M, s->n_col_buckets, s->col_guide);
     s->Z1 = Z1;
     s->Z0 = G * H - ones_gh;
     if (s->p_one < 1.0 && s->Z0 / (G * H) < SIBM_MIN_ACCEPTANCE) {
