@@ -95,6 +95,16 @@ def add_checkpoint(parser):
                         help="checkpoint to OUT/checkpoint.npz and resume from it if present")
 
 
+def add_minibatch_noise(parser, auto_flag, samplers):
+    """--minibatch-noise DELTA: AutoStep(minibatch_noise=DELTA) for an automatic step
+    (pymf.engine.steps.step_option refuses it with a numeric one)."""
+    parser.add_argument("--minibatch-noise", type=float, default=None, metavar="DELTA",
+                        help=f"with {auto_flag} auto ({samplers}): also bound the step so "
+                             "that the minibatch noise inflates the posterior variance by at "
+                             "most 1 + DELTA (e.g. 0.1: calibrated intervals, slower mixing; "
+                             "the stable step still runs the burn-in); none: not bounded")
+
+
 def add_no_progress(parser):
     parser.add_argument("--no-progress", action="store_true",
                         help="no progress bar (it is shown on a terminal unless CI is set)")

@@ -225,5 +225,13 @@ def observed_values(observed):
     return observed.values if isinstance(observed, Ratings) else observed.ravel()
 
 
+def nonempty_values(observed):
+    """The observed values; a ValueError when there are none (every model needs one)."""
+    values = observed_values(observed)
+    if values.size == 0:
+        raise ValueError("the data has no observed entries")
+    return values
+
+
 def observed_shape(observed):
     return observed.shape

@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from pymf.alphamf import _alphamf
-from pymf.data import observed_values
+from pymf.data import nonempty_values, observed_values
 from pymf.engine.checks import check_rank, check_real
 
 
@@ -60,9 +60,7 @@ class AlphaStableNMF:
 
     def check_data(self, observed):
         """Real-valued data of any sign; every value finite."""
-        values = observed_values(observed)
-        if values.size == 0:
-            raise ValueError("the data has no observed entries")
+        values = nonempty_values(observed)
         if not np.all(np.isfinite(values)):
             raise ValueError("the data contain NaN or inf: alpha-stable MF needs finite values")
 

@@ -68,11 +68,7 @@ def bpmf_arguments(parser):
     parser.add_argument("--kappa", type=float, default=1000.0,
                         help="kappa of the annealed step size with a numeric --eps0 ('auto' "
                              "anneals with kappa 1000)")
-    parser.add_argument("--minibatch-noise", type=float, default=None, metavar="DELTA",
-                        help="with --eps0 auto: also bound the step so that the minibatch "
-                             "noise inflates the posterior variance by at most 1 + DELTA "
-                             "(e.g. 0.1: calibrated intervals, slower mixing; the stable step "
-                             "still runs the burn-in); none: not bounded")
+    cliutil.add_minibatch_noise(parser, "--eps0", "dsgld")
     parser.add_argument("--hyper-every", type=int, default=10,
                         help="DSGLD: Gibbs draw of the precisions every this many rounds "
                              "(0: never)")

@@ -74,12 +74,7 @@ def _step_arguments(parser, default):
                             help="constant step size, or 'auto': chosen from the curvature at "
                                  "the start (half the stability limit, checked by a pilot; "
                                  "see the README)")
-        parser.add_argument("--minibatch-noise", type=float, default=None, metavar="DELTA",
-                            help="with --step auto (psgld, sgld, ld): also bound the step so "
-                                 "that the minibatch noise inflates the posterior variance by "
-                                 "at most 1 + DELTA (e.g. 0.1: calibrated intervals, slower "
-                                 "mixing; the stable step still runs the burn-in); none: not "
-                                 "bounded")
+        cliutil.add_minibatch_noise(parser, "--step", "psgld, sgld, ld")
     else:
         parser.add_argument("--step-size", type=float, default=default, help="constant step size")
     parser.add_argument("--step-a", type=float, default=None,

@@ -229,7 +229,7 @@ def minibatch_kick(sampler, data):
     other samplers (PSGLD's parts are whole blocks, DSGLD's server runs its own rule)."""
     if sampler.kind != "sgld":
         return 1.0
-    s = data.n_observed / sampler.batch_size(data.n_observed)
+    s = minibatch_scale(sampler, data)
     row_counts, col_counts = data.line_counts()
     counts = np.concatenate([row_counts[row_counts > 0], col_counts[col_counts > 0]])
     if s <= 1.0 or counts.size == 0:

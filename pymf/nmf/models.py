@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from pymf.data import observed_values
+from pymf.data import nonempty_values, observed_values
 from pymf.engine.checks import check_rank, check_real
 
 PRIORS = ("exponential", "gaussian")
@@ -88,9 +88,7 @@ class TweedieNMF:
 
     def check_data(self, observed):
         """Raise ValueError if the observed values are outside the likelihood's support."""
-        values = observed_values(observed)
-        if values.size == 0:
-            raise ValueError("the data has no observed entries")
+        values = nonempty_values(observed)
         if self.non_negative and values.min() < 0:
             raise ValueError(
                 f"the data contain negative values (min {values.min():g}) but the model is "
