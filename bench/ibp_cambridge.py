@@ -19,6 +19,8 @@ few iterations per sampler: how the cost per iteration grows with N and P.
 
     python bench/ibp_cambridge.py --iterations 1000 --repeats 3 --mpi
 
+--sub-iterations 1 2 5 runs the hybrid once per number L of sub-iterations (the methods
+are named "... L=1"; 5, the paper's, is unnamed).
 --split-merge 0 5 runs every sampler once per number of split-merge proposals per
 iteration (the methods are named "... SM=5"); --seeds 0 1 2 runs every method once per
 seed (named "... seed=1"; --repeats then repeats each seed) and adds a summary per method
@@ -138,6 +140,9 @@ def main():
                    help="run every method once per seed (the data stay those of --seed)")
     p.add_argument("--split-merge", type=int, nargs="+", default=[0],
                    help="split-merge proposals per iteration; one set of methods per value")
+    p.add_argument("--sub-iterations", type=int, nargs="+", default=[5],
+                   help="the hybrid's sub-iterations L per outer iteration (the paper's 5); "
+                        "one hybrid per value, named '... L=1' unless the value is 5")
     p.add_argument("--out", default=os.path.join(HERE, "..", "results", "ibp"))
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -149,10 +154,13 @@ def main():
         methods.append(("collapsed" + tag, lambda sm=sm: pymf.CollapsedIBP(split_merge=sm),
                         "threads", 1, sm))
         for P in args.processes:
-            methods.append((f"hybrid P={P}{tag}",
-                            lambda P=P, sm=sm: pymf.HybridIBP(processes=P, n_threads=args.threads,
-                                                              split_merge=sm),
-                            "threads", args.threads or os.cpu_count(), sm))
+            for L in args.sub_iterations:
+                sub = "" if L == 5 else f" L={L}"
+                methods.append((f"hybrid P={P}{sub}{tag}",
+                                lambda P=P, sm=sm, L=L: pymf.HybridIBP(
+                                    processes=P, sub_iterations=L, n_threads=args.threads,
+                                    split_merge=sm),
+                                "threads", args.threads or os.cpu_count(), sm))
         if args.mpi:
             for P in args.processes:
                 methods.append((f"hybrid P={P} MPI{tag}", P, "mpi", P, sm))
