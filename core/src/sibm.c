@@ -351,6 +351,11 @@ static void free_scratch(pymf_sibm *s)
     s->cap = 0;
 }
 
+void pymf_sibm_release_scratch(pymf_sibm *s)
+{
+    free_scratch(s);
+}
+
 void pymf_sibm_destroy(pymf_sibm *s)
 {
     if (s == NULL)
