@@ -135,5 +135,15 @@ def load_movielens(path):
     return ratings
 
 
-# the IBP family's images (pymf/ibp/data.py)
-from pymf.ibp.data import make_cambridge  # noqa: E402
+def __getattr__(name):
+    # the IBP family's images (pymf/ibp/data.py), imported when first asked for: importing
+    # them imports the IBP family and its extension module, which the other data sets'
+    # users need not load
+    if name == "make_cambridge":
+        from pymf.ibp.data import make_cambridge
+        return make_cambridge
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | {"make_cambridge"})

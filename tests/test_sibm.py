@@ -421,6 +421,30 @@ def test_every_input_form_gives_the_same_matrix():
     np.testing.assert_array_equal(back, expected)
 
 
+def test_a_binary_matrix_of_csr_arrays_fits_as_its_scipy_matrix(tmp_path):
+    """pymf.sibm.BinaryMatrix from the CSR arrays of scipy's save_npz file, read with np.load
+    (no scipy): the same fit, bit for bit; its int64 arrays are the core's, not copies."""
+    X = synthetic()
+    sparse.save_npz(tmp_path / "x.npz", X)
+    archive = np.load(tmp_path / "x.npz")
+    B = pymf.sibm.BinaryMatrix(archive["indptr"].astype(np.int64),
+                               archive["indices"].astype(np.int64), archive["shape"])
+    assert as_binary(B) is B
+    method = pymf.SIBM(sampling="biased", batch_size=500)
+    fits = [pymf.fit(pymf.LogisticMF(3), data, method, n_updates=20, seed=5, trace_every=10)
+            for data in (X, B)]
+    for key, value in fits[0].natural.items():
+        np.testing.assert_array_equal(value, fits[1].natural[key])
+    np.testing.assert_array_equal(fits[0].trace["elbo"], fits[1].trace["elbo"])
+    with pytest.raises(ValueError, match="row offsets"):
+        pymf.sibm.BinaryMatrix(B.row_ptr[:-1], B.col_idx, B.shape)
+    with pytest.raises(ValueError, match="1-D"):
+        pymf.sibm.BinaryMatrix(B.row_ptr, B.col_idx.reshape(1, -1), B.shape)
+    bad = pymf.sibm.BinaryMatrix(B.row_ptr, B.col_idx[::-1], B.shape)  # rows' columns unsorted
+    with pytest.raises(ValueError, match="sorted and unique|outside"):
+        pymf.fit(pymf.LogisticMF(3), bad, method, n_updates=2)
+
+
 def test_default_batch_bounds_scale_with_the_matrix():
     assert pymf.SIBM().sizes(2000, 2000)[:2] == (1000, 1000)
     assert pymf.SIBM().sizes(10_000, 10_000)[:2] == (5000, 5000)

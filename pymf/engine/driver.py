@@ -8,7 +8,6 @@ state. Chains are a pure function of the seed and the units run, so how the loop
 run into C calls (by events, and so that one call lasts about CHUNK_SECONDS) never changes
 a bit, and a run resumed from a checkpoint equals one that never stopped.
 """
-import hashlib
 import json
 import math
 import os
@@ -37,6 +36,9 @@ def progress_enabled(progress):
 def digest(*values):
     """A short hash of arrays (or objects with .rows/.cols/.values/.shape), for fingerprints
     of data in checkpoints and results."""
+    # imported here: hashlib loads OpenSSL's libcrypto (3.4 MB resident), which a run
+    # without a checkpoint never needs
+    import hashlib
     h = hashlib.sha256()
     for value in values:
         if value is None:

@@ -1,17 +1,52 @@
 """Which family runs which (model, sampler) pair, and which class reads which saved result.
 
-Families register themselves when their package is imported (pymf/__init__.py imports
-them); the engine imports none. pymf.sample, pymf.fit and pymf.load look the pair or the
+Families register themselves when their package is imported; the engine imports none by
+name. pymf/__init__.py declares the families' packages here (declare_families) and imports
+each one when first used (pymf.sibm, pymf.SIBM, ...), so that `import pymf` does not load
+every family's extension module. pymf.sample, pymf.fit and pymf.load look the pair or the
 saved kind up here:
 
     register("sample", TweedieNMF, PSGLD, sample_nmf)      # in the family's package
     register_result(NMFSamples)                            # its .kind names it in files
+
+A lookup that finds nothing, and every listing (pairs, launchers, commands), first imports
+the declared families not yet imported: a model or sampler of a family means that family
+is imported (each registered pair holds a class of its own family), so a found runner is
+the one an import of every family would find.
 """
+import importlib
+
+_FAMILIES = []  # the families' packages, in the order the listings follow
 _RUNNERS = {"sample": [], "fit": [], "mpi": []}
 _LAUNCHERS = {}
 _RESULTS = {}
 _LEGACY = {}
 _COMMANDS = []
+
+
+def declare_families(packages):
+    """The families' packages (e.g. "pymf.sibm"), imported on demand by load_families; their
+    order is the listings' (the CLI's commands, the runners' search)."""
+    for package in packages:
+        if package not in _FAMILIES:
+            _FAMILIES.append(package)
+
+
+def load_families():
+    """Import every declared family (each registers itself on import); idempotent."""
+    for package in _FAMILIES:
+        importlib.import_module(package)
+
+
+def _family_rank(fn):
+    """The declared position of the family that defines fn (after every family when none
+    does: a test's or a plug-in's), so that listings keep the declared order whatever order
+    the families were imported in."""
+    module = getattr(fn, "__module__", None) or ""
+    for rank, package in enumerate(_FAMILIES):
+        if module == package or module.startswith(package + "."):
+            return rank
+    return len(_FAMILIES)
 
 
 def register(verb, model_type, sampler_type, runner):
@@ -32,11 +67,15 @@ def register_result(cls, legacy_kinds=()):
 
 def result_class(kind):
     if kind not in _RESULTS:
+        load_families()
+    if kind not in _RESULTS:
         raise ValueError(f"unknown result kind {kind!r} (known: {sorted(_RESULTS)})")
     return _RESULTS[kind]
 
 
 def legacy_class(kind):
+    if kind not in _LEGACY:
+        load_families()
     return _LEGACY.get(kind)
 
 
@@ -45,10 +84,21 @@ def _names(types):
     return [t.__name__ for t in types]
 
 
-def runner(verb, model, sampler):
-    for model_type, sampler_type, fn in _RUNNERS[verb]:
+def _find(verb, model, sampler):
+    entries = sorted(_RUNNERS[verb], key=lambda entry: _family_rank(entry[2]))
+    for model_type, sampler_type, fn in entries:
         if isinstance(model, model_type) and isinstance(sampler, sampler_type):
             return fn
+    return None
+
+
+def runner(verb, model, sampler):
+    fn = _find(verb, model, sampler)
+    if fn is None:
+        load_families()  # the message lists every family's pairs
+        fn = _find(verb, model, sampler)
+    if fn is not None:
+        return fn
     fits = sorted({n for m, s, _ in _RUNNERS[verb] if isinstance(model, m) for n in _names(s)})
     models = sorted({n for m, s, _ in _RUNNERS[verb] if isinstance(sampler, s) for n in _names(m)})
     what = "optimizer" if verb == "fit" else "sampler"
@@ -65,7 +115,9 @@ def runner(verb, model, sampler):
 
 def pairs(verb):
     """[(model class, sampler class)] registered for verb (docs, the CLI, the tests)."""
-    return [(m, s) for m, s, _ in _RUNNERS[verb]]
+    load_families()
+    entries = sorted(_RUNNERS[verb], key=lambda entry: _family_rank(entry[2]))
+    return [(m, s) for m, s, _ in entries]
 
 
 def register_launcher(name, main):
@@ -75,7 +127,8 @@ def register_launcher(name, main):
 
 
 def launchers():
-    return dict(_LAUNCHERS)
+    load_families()
+    return dict(sorted(_LAUNCHERS.items(), key=lambda item: _family_rank(item[1])))
 
 
 def register_command(name, help, add_arguments, run):
@@ -97,5 +150,7 @@ def unregister_command(name):
 
 
 def commands():
-    """[(name, help, add_arguments, run)] in registration order."""
-    return list(_COMMANDS)
+    """[(name, help, add_arguments, run)]: by family in the declared order, then in
+    registration order."""
+    load_families()
+    return sorted(_COMMANDS, key=lambda entry: _family_rank(entry[3]))

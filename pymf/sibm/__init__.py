@@ -3,6 +3,7 @@ variational inference (Hernández-Lobato, Houlsby & Ghahramani), with batch VB a
 baseline.
 
     X = scipy.sparse.csr_matrix(...)               # the ones; every other entry is 0
+    X = pymf.sibm.BinaryMatrix(row_ptr, col_idx, shape)   # or its CSR arrays (no scipy)
     model = pymf.LogisticMF(rank=10)
     res = pymf.fit(model, X, pymf.SIBM(sampling="biased", batch_size="auto"),
                    n_updates=2000, seed=0, test=(rows, cols, labels))
@@ -18,14 +19,14 @@ pymf.sibm.holdout splits off held-out ones and zeros.
 """
 from pymf.engine.registry import register, register_command, register_result
 from pymf.sibm import cli as _cli
-from pymf.sibm.binary import binarize, holdout, make_binary_mf
+from pymf.sibm.binary import BinaryMatrix, binarize, holdout, make_binary_mf
 from pymf.sibm.fitting import fit_sibm
 from pymf.sibm.models import LogisticMF
 from pymf.sibm.result import SIBMResult
 from pymf.sibm.samplers import SIBM, BatchVB
 
-__all__ = ["LogisticMF", "SIBM", "BatchVB", "SIBMResult", "make_binary_mf", "holdout",
-           "binarize"]
+__all__ = ["LogisticMF", "SIBM", "BatchVB", "SIBMResult", "BinaryMatrix", "make_binary_mf",
+           "holdout", "binarize"]
 
 register("fit", LogisticMF, (SIBM, BatchVB), fit_sibm)
 register_result(SIBMResult)

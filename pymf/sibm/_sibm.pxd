@@ -43,6 +43,7 @@ cdef extern from "pymf/sibm.h" nogil:
                                 const pymf_sibm_config *config,
                                 const pymf_sibm_factors *factors, pymf_error *err)
     void pymf_sibm_destroy(pymf_sibm *s)
+    void pymf_sibm_release_scratch(pymf_sibm *s)
     pymf_status pymf_sibm_set_state(pymf_sibm *s, const double *u1, const double *u2,
                                     const double *v1, const double *v2, const double *z,
                                     const int64_t *row_updates, const int64_t *col_updates,

@@ -103,6 +103,11 @@ cdef class Chain:
         return dict(zip(("u1", "u2", "v1", "v2"), factors), z=z, row_updates=ru,
                     col_updates=cu, t=np.int64(t), batch=np.int64(batch))
 
+    def release_scratch(self):
+        """Free one update's scratch (the next update allocates it again): nothing in it
+        outlives an update."""
+        pymf_sibm_release_scratch(self.s)
+
     def counters(self):
         """(t, batch): the update counter and the current batch size, without copying q."""
         cdef int64_t t = 0, batch = 0

@@ -10,12 +10,23 @@ from pymf.engine.seeds import resolve_seed, seed_sequence
 
 class BinaryMatrix:
     """The ones of an n_rows x n_cols binary matrix in CSR form (row_ptr, col_idx: columns
-    strictly increasing within each row)."""
+    strictly increasing within each row), as the C core holds it (int64; int64 arrays are
+    kept, not copied). pymf.fit takes one as it is: a matrix's index arrays saved with
+    np.save (or read from scipy.sparse.save_npz's file with np.load) need neither scipy nor
+    a copy. The offsets, columns' range and order are checked when a fit starts (by the C
+    core, in one pass); the shapes here."""
 
     def __init__(self, row_ptr, col_idx, shape):
         self.row_ptr = np.ascontiguousarray(row_ptr, dtype=np.int64)
         self.col_idx = np.ascontiguousarray(col_idx, dtype=np.int64)
+        if len(shape) != 2:
+            raise ValueError(f"shape must be (n_rows, n_cols), got {tuple(shape)}")
         self.shape = (int(shape[0]), int(shape[1]))
+        if self.row_ptr.ndim != 1 or self.col_idx.ndim != 1:
+            raise ValueError("row_ptr and col_idx must be 1-D")
+        if min(self.shape) <= 0 or len(self.row_ptr) != self.shape[0] + 1:
+            raise ValueError(f"a {self.shape[0]} x {self.shape[1]} matrix needs "
+                             f"{self.shape[0] + 1} row offsets, got {len(self.row_ptr)}")
 
     @property
     def n_ones(self):
@@ -106,8 +117,8 @@ def as_binary(data):
         _check_binary_values(array, what)
         rows, cols = np.nonzero(array)
         return _from_coo(rows, cols, array.shape, what)
-    raise TypeError(f"{what} must be a scipy.sparse matrix of ones, pymf.Ratings of ones or a "
-                    f"dense 0/1 array, got {type(data).__name__}")
+    raise TypeError(f"{what} must be a scipy.sparse matrix of ones, pymf.Ratings of ones, a "
+                    f"pymf.sibm.BinaryMatrix or a dense 0/1 array, got {type(data).__name__}")
 
 
 def check_test(test, shape):

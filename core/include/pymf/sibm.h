@@ -120,6 +120,10 @@ pymf_sibm *pymf_sibm_create(const pymf_sibm_matrix *matrix, const pymf_sibm_prio
                             const pymf_sibm_config *config, const pymf_sibm_factors *factors,
                             pymf_error *err);
 void pymf_sibm_destroy(pymf_sibm *s);
+/* Frees one update's scratch (S draws' arrays, 184-216 bytes a draw); the next update
+ * allocates it again. Between updates it holds nothing needed later, and a trace point or
+ * the end of a fit allocates its own arrays: freed first, those do not add to the peak. */
+void pymf_sibm_release_scratch(pymf_sibm *s);
 
 /* q's natural parameters: u1, u2 (L x D: mean/var, 1/var), v1, v2 (M x D), z (2); the
  * counters: rows' and columns' update counts, the update number t, the current S. set_state
