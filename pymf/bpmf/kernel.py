@@ -149,12 +149,14 @@ class ChainsKernel(Kernel):
 
 def row_curvatures(layout, p, model):
     """(users, items), each (diag, rho): diag (rows, D + 1, grid order) the curvature H_kk
-    of each row's coordinates (factors, then the bias), and rho (rows). H = tau sum_j x_j x_j^T is the row's likelihood Hessian at the state p, x_j =
-    (v_j, 1) (the other side's factor row and bias); rho, the largest eigenvalue of its
+    of each row's coordinates (factors, then the bias), and rho (rows). H = tau sum_j
+    x_j x_j^T is the row's likelihood Hessian at the state p, x_j = (v_j, 1) (the other
+    side's factor row and bias; its tau); rho, the largest eigenvalue of its
     correlation matrix diag(H)^-1/2 H diag(H)^-1/2 (1 to D + 1), so that steps
     c_k <= kappa / (H_kk rho) keep the preconditioned curvature at most kappa in every
-    direction (H_kk rho is what bounds coordinate k's share of the minibatch noise). 0 where a row has no ratings (and for the bias without biases). Sums by
-    np.bincount in a fixed order: deterministic."""
+    direction (H_kk rho is what bounds coordinate k's share of the minibatch noise). 0
+    where a row has no ratings (and for the bias without biases). Sums by np.bincount,
+    in a fixed order: deterministic."""
     users = np.asarray(layout.users, dtype=np.int64)
     items = np.asarray(layout.items, dtype=np.int64)
     tau = float(p.lambdas[-1])
@@ -164,10 +166,11 @@ def row_curvatures(layout, p, model):
         X = np.hstack([other, np.ones((len(rows), 1))])
         if not model.bias:
             X[:, D] = 0.0
+        XT = np.ascontiguousarray(X.T)  # columns contiguous for the products
         H = np.empty((n, D + 1, D + 1))
         for k in range(D + 1):
             for l in range(k, D + 1):
-                H[:, k, l] = H[:, l, k] = np.bincount(rows, weights=X[:, k] * X[:, l], minlength=n)
+                H[:, k, l] = H[:, l, k] = np.bincount(rows, weights=XT[k] * XT[l], minlength=n)
         diag = np.einsum("ikk->ik", H).copy()
         inv_root = np.zeros_like(diag)
         np.divide(1.0, np.sqrt(diag), out=inv_root, where=diag > 0)

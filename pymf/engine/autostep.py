@@ -227,8 +227,9 @@ def row_steps_summary(step_user, step_item, minibatch_scale, row_noise=None):
 
     def bounded(c):
         return float(np.mean(np.min(c, axis=-1) < 1.0)) if c.size else 0.0
+    bias = np.concatenate([step_user[:, -1], step_item[:, -1]])
     return {"row_noise": row_noise, "minibatch_scale": float(minibatch_scale),
-            "row_steps": {"users_bounded": bounded(step_user), "items_bounded": bounded(step_item),
-                          "min": float(both.min()), "median": float(np.median(both)),
-                          "median_bias": float(np.median(np.concatenate(
-                              [step_user[:, -1], step_item[:, -1]])))}}
+            "row_steps": {"users_bounded": bounded(step_user),
+                          "items_bounded": bounded(step_item), "min": float(both.min()),
+                          "median": float(np.median(both)),
+                          "median_bias": float(np.median(bias))}}
