@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Coverage of DSGLD and PSGLD with automatic steps on data drawn from the model itself,
 against the exact Gibbs samplers, and what moves it: run length (the annealing of DSGLD's
-default schedule), the step's fraction, the minibatch, how often tau is drawn, and the
-minibatch-noise bound pymf.AutoStep(minibatch_noise=0.1).
+default schedule), the step's fraction, the minibatch, how often tau is drawn, the
+minibatch-noise bound pymf.AutoStep(minibatch_noise=0.1), and DSGLD's default per-row bound
+against the stability rule alone (pymf.AutoStep(per_row=False)).
 
 Data: tests/test_calibration.py's. BPMF: 150 x 120, D = 2, tau = 2, 40 % observed, a
 quarter held out (1,809 values); DSGLD on its default 2 x 2 grid and minibatch (135
@@ -60,11 +61,15 @@ def bpmf_rows():
                         n_samples=300, burnin=100, seed=3, test=test, progress=False)
     rows.append(row_of("BPMF Gibbs (exact)", gibbs.coverage(test),
                        float(gibbs.sample_stats["tau"].mean()), time.perf_counter() - started))
-    res, row = dsgld("DSGLD auto, 1,000 rounds", 500, 500)
+    rows.append(dsgld("DSGLD auto (per-row bound, the default), 1,000 rounds", 500, 500)[1])
+    stability = pymf.AutoStep(per_row=False)
+    res, row = dsgld("DSGLD auto, stability rule alone, 1,000 rounds", 500, 500,
+                     step_size=stability)
     rows.append(row)
     eps0 = res.params["sampler"]["step_size"]["eps0"]
     for rounds in (2500, 8500):
-        rows.append(dsgld(f"DSGLD auto, {rounds:,} rounds", rounds - 500, 500)[1])
+        rows.append(dsgld(f"DSGLD auto, stability rule alone, {rounds:,} rounds", rounds - 500,
+                          500, step_size=stability)[1])
     for factor in (0.5, 0.25, 0.1):
         rows.append(dsgld(f"DSGLD eps0 x {factor}, 2,500 rounds", 2000, 500,
                           step_size=pymf.AnnealedStep(factor * eps0, 1000))[1])
@@ -114,7 +119,7 @@ def plot(rows, path):
     fig, ax = plt.subplots(figsize=(6, 5))
     ax.plot([0.45, 1], [0.45, 1], color="grey", lw=1, ls="--", label="calibrated")
     for row in rows:
-        if any(key in row["setting"] for key in ("exact", "auto, 1,000", "B=8", "AutoStep")):
+        if any(key in row["setting"] for key in ("exact", "1,000 rounds", "B=8", "AutoStep")):
             ax.plot(LEVELS, [row[f"cov_{int(level * 100)}"] for level in LEVELS], marker="o",
                     label=row["setting"])
     ax.set_xlabel("nominal level")

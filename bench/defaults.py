@@ -16,7 +16,9 @@ pymf.DSGLD(n_threads=T) and pymf.BPMFGibbs(n_threads=T), every other setting the
          (Result.coverage, noise included). Target: 0.88 - 0.92.
 
 --dsgld-step-factor F (with --skip-gibbs, DSGLD alone) measures the default with its
-"auto" eps0 times F, the setting bench/coverage_search.py found on the developers' split.
+"auto" eps0 times F, the setting bench/coverage_search.py found on the developers' split;
+--dsgld-stability-only measures "auto" without its per-row bound (AutoStep(per_row=False),
+the default before it), for a comparison at the same machine load.
 Median over --repeats seeds (0, 1, 2); threads --threads (2). Output: JSON (stdout and
 OUT/defaults.json), a table, OUT/defaults.png (test RMSE against time, first seed, and the
 calibration curves). Missed targets are reported as missed.
@@ -38,14 +40,16 @@ TARGETS = {"DSGLD": {"rmse": 0.900, "seconds": 10.0}, "BPMF Gibbs": {"rmse": 0.8
            "coverage_90": (0.88, 0.92)}
 
 
-def run_dsgld(train, test, rank, seed, threads, budget, step_factor=1.0):
+def run_dsgld(train, test, rank, seed, threads, budget, step_factor=1.0, stability_only=False):
     """step_factor != 1: the default's annealed step with eps0 times this factor (the
     "auto" eps0 found by a one-round run first, outside the timing; bench/coverage_search.py
-    chose the factor on the developers' split)."""
+    chose the factor on the developers' split). stability_only: step_size=
+    pymf.AutoStep(per_row=False), the default "auto" without its per-row bound."""
     def stop(info):
         return info["time"] >= budget
 
-    sampler = pymf.DSGLD(n_threads=threads)
+    sampler = pymf.DSGLD(n_threads=threads,
+                         step_size=pymf.AutoStep(per_row=False) if stability_only else "auto")
     if step_factor != 1.0:
         probe = pymf.sample(pymf.BPMF(rank), train, sampler, n_samples=1, seed=seed,
                             progress=False)
@@ -116,6 +120,9 @@ def main(argv=None):
     p.add_argument("--budget", type=float, default=10.0, help="DSGLD's seconds of sampling")
     p.add_argument("--dsgld-step-factor", type=float, default=1.0,
                    help="DSGLD's auto eps0 times this (1: the default)")
+    p.add_argument("--dsgld-stability-only", action="store_true",
+                   help="DSGLD with AutoStep(per_row=False): the stability rule without the "
+                        "default's per-row bound (the default before it)")
     p.add_argument("--skip-gibbs", action="store_true", help="DSGLD only")
     p.add_argument("--gibbs-sweeps", type=int, default=600)
     p.add_argument("--gibbs-burnin", type=int, default=100)
@@ -128,7 +135,7 @@ def main(argv=None):
     runs = {"DSGLD": [], "BPMF Gibbs": []}
     for seed in range(args.repeats):
         res, wall = run_dsgld(train, test, args.rank, seed, args.threads, args.budget,
-                              args.dsgld_step_factor)
+                              args.dsgld_step_factor, args.dsgld_stability_only)
         runs["DSGLD"].append(summarise(res, wall, test))
         if not args.skip_gibbs:
             res, wall = run_gibbs(train, test, args.rank, seed, args.threads, args.gibbs_sweeps,
@@ -165,7 +172,8 @@ def main(argv=None):
                 "split": {"test_fraction": 0.2, "seed": args.split_seed, "train": train.nnz,
                           "test": test.nnz},
                 "rank": args.rank, "threads": args.threads, "repeats": args.repeats,
-                "dsgld_step_factor": args.dsgld_step_factor, "load_average": os.getloadavg(),
+                "dsgld_step_factor": args.dsgld_step_factor,
+                "dsgld_stability_only": args.dsgld_stability_only, "load_average": os.getloadavg(),
                 "dsgld_budget_seconds": args.budget, "gibbs_sweeps": args.gibbs_sweeps,
                 "defaults": {"model": pymf.BPMF(args.rank).params(),
                              "dsgld": pymf.DSGLD().params(), "gibbs": pymf.BPMFGibbs().params()},

@@ -165,7 +165,13 @@ def dsgld(train, test, step_size, n_samples, burnin):
                        n_samples=n_samples, burnin=burnin, thin=4, seed=3, test=test)
 
 
-def test_dsgld_with_the_noise_bounded_auto_step_covers_its_nominal_levels(split):
+@pytest.fixture(scope="module")
+def stability_only(split):
+    """DSGLD with the stability rule alone (the default "auto" before its per-row bound)."""
+    return dsgld(*split, pymf.AutoStep(per_row=False), 500, 300)
+
+
+def test_dsgld_with_the_noise_bounded_auto_step_covers_its_nominal_levels(split, stability_only):
     """DSGLD (2 x 2 grid, the default minibatch min(1000, N / 40) = 135 ratings, so its
     gradient is scaled by s = 20) on BPMF's own model: the bounded step covers 50/80/90/95 %
     within binomial error, as the exact Gibbs sampler does; the default "auto" step,
@@ -185,11 +191,68 @@ def test_dsgld_with_the_noise_bounded_auto_step_covers_its_nominal_levels(split)
         assert within_mc_error(observed, level, test.nnz, n_comparisons=4), (level, observed)
     mean, sd = res.predict(test.rows, test.cols, return_std=True)  # no noise term
     assert not within_mc_error(np.mean(np.abs(test.values - mean) <= 1.6449 * sd), 0.9, test.nnz)
-    # power: the stability rule alone (what step_size="auto" means) over-covers
-    default = dsgld(train, test, "auto", 500, 300)
-    over = default.coverage(test, levels=(0.9,))[0.9]
+    # power: the stability rule alone (what step_size="auto" meant before its per-row
+    # bound) over-covers
+    over = stability_only.coverage(test, levels=(0.9,))[0.9]
     assert over > 0.9 and not within_mc_error(over, 0.9, test.nnz), over
-    assert default.sample_stats["tau"].mean() < res.sample_stats["tau"].mean()
+    assert stability_only.sample_stats["tau"].mean() < res.sample_stats["tau"].mean()
+
+
+def test_dsgld_default_auto_step_covers_its_nominal_levels(split, stability_only):
+    """DSGLD's default step_size="auto" on BPMF's own model: after the burn-in every row's
+    coordinates get their own step, bounded so that the minibatch noise inflates each row's
+    stiffest direction by at most 1 + ROW_NOISE (pymf.engine.autostep, point 5): it covers
+    50/80/90/95 % within binomial error, and the sampled tau comes back to the data's 2.
+    Power: the same run without the per-row bound (AutoStep(per_row=False)) over-covers."""
+    from pymf.engine.autostep import ROW_NOISE
+    train, test = split
+    res = dsgld(train, test, "auto", 1000, 300)
+    chosen = res.params["auto_step"]
+    assert chosen["row_noise"] == ROW_NOISE and chosen["row_steps_from"] == 301
+    assert chosen["minibatch_scale"] == pytest.approx(train.nnz * 2 / (4 * 135))
+    rows = chosen["row_steps"]
+    assert 0 < rows["min"] <= rows["median"] < 1 and rows["users_bounded"] > 0.5
+    # the burn-in ran the stability rule's annealed step, as before
+    assert res.params["sampler"]["step_size"]["kind"] == "annealed"
+    cov = res.coverage(test)
+    for level, observed in cov.items():
+        assert within_mc_error(observed, level, test.nnz, n_comparisons=4), (level, observed)
+    assert res.sample_stats["tau"].mean() == pytest.approx(2.0, rel=0.1)
+    over = stability_only.coverage(test, levels=(0.9,))[0.9]
+    assert not within_mc_error(over, 0.9, test.nnz), over
+    assert "row_noise" not in stability_only.params["auto_step"]
+    assert stability_only.params["sampler"]["step_size"]["kind"] == "annealed"
+
+
+def test_dsgld_per_row_steps_are_deterministic_and_resume_bit_for_bit(split, tmp_path):
+    """The row factors are measured at the chains' state at the end of the burn-in: the
+    same bits for any thread count, and a run interrupted before or after that round and
+    resumed equals the uninterrupted one (the factors travel in the checkpoint)."""
+    train, _ = split
+    model = pymf.BPMF(2, alpha0=10.0, beta0=10.0, mean_rating=0.0)
+
+    def run(threads=1, **options):
+        return pymf.sample(model, train, pymf.DSGLD(n_threads=threads), n_samples=30,
+                           burnin=20, seed=5, **options)
+
+    whole = run()
+    assert whole.params["auto_step"]["row_steps_from"] == 21
+    np.testing.assert_array_equal(run(threads=2).samples["U"], whole.samples["U"])
+    plain = pymf.sample(model, train, pymf.DSGLD(n_threads=1, step_size=pymf.AutoStep(
+        per_row=False)), n_samples=30, burnin=20, seed=5)
+    assert not np.array_equal(plain.samples["U"], whole.samples["U"])  # the bound acts
+    for stop_at in (10, 30):  # inside the burn-in, and after the factors were set
+        path = tmp_path / f"ck{stop_at}.npz"
+        calls = {"n": 0}
+
+        def stop(info):
+            calls["n"] += 1
+            return info["iteration"] >= stop_at
+
+        run(checkpoint=path, callback=stop, checkpoint_every=1)
+        resumed = run(checkpoint=path)
+        np.testing.assert_array_equal(resumed.samples["U"], whole.samples["U"])
+        assert resumed.params["auto_step"] == whole.params["auto_step"]
 
 
 @pytest.fixture(scope="module")

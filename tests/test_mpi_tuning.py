@@ -149,8 +149,10 @@ def test_hamcmc_ring_with_auto_step_equals_shared_memory(tmp_path):
 @pytest.mark.parametrize("minibatch_noise", [None, 0.1])
 def test_dsgld_server_with_auto_step_equals_shared_memory(tmp_path, minibatch_noise):
     """DSGLD's default step ("auto") on the parameter server: the server runs the rule and
-    pilot of shared memory's chains (the same start, init included); with
-    --minibatch-noise 0.1 the bounded step after the burn-in as well."""
+    pilot of shared memory's chains (the same start, init included) and, after the
+    burn-in, measures the per-row step factors on its chains as shared memory does and
+    sends them to the workers; with --minibatch-noise 0.1 the globally bounded step after
+    the burn-in instead."""
     from support import synthetic_ratings
     R = synthetic_ratings(L=40, M=30, D=3)
     path = tmp_path / "ratings.npz"
@@ -172,6 +174,11 @@ def test_dsgld_server_with_auto_step_equals_shared_memory(tmp_path, minibatch_no
                          test=test)
     kind = "annealed" if minibatch_noise is None else "burnin_then"
     assert shared.params["sampler"]["step_size"]["kind"] == kind
+    if minibatch_noise is None:  # the per-row bound from round 11 on
+        assert shared.params["auto_step"]["row_steps_from"] == 11
+        assert shared.params["auto_step"]["row_steps"]["min"] < 1
+    else:
+        assert "row_steps" not in shared.params["auto_step"]
     assert distributed.params["auto_step"] == shared.params["auto_step"]
     assert distributed.params["sampler"]["step_size"] == shared.params["sampler"]["step_size"]
     for key in shared.samples:

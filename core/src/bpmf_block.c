@@ -217,6 +217,25 @@ static int move_row(int D, int use_bias, double eps, double noise_sd, const doub
     return finite;
 }
 
+/* The same with a step eps c_k and noise variance 2 eps n_k (over hbar) per coordinate: c
+ * holds (c_1..c_D, c_bias, sqrt(n_1)..sqrt(n_D), sqrt(n_bias)) (the square roots stored, so
+ * a step takes none). */
+static int move_row_scaled(int D, int use_bias, double eps, double noise_sd, const double *c,
+                           const double *g, const double *z, double *x, double *bias)
+{
+    int finite = 1;
+    const double *root = c + D + 1;
+    for (int k = 0; k < D; ++k) {
+        x[k] += eps * c[k] * g[k] + noise_sd * root[k] * z[k];
+        finite &= isfinite(x[k]);
+    }
+    if (use_bias) {
+        *bias += eps * c[D] * g[D] + noise_sd * root[D] * z[D];
+        finite &= isfinite(*bias);
+    }
+    return finite;
+}
+
 pymf_status pymf_dsgld_block_steps(const pymf_bpmf_model *model, const pymf_dsgld_block *blk,
                                    const pymf_dsgld_stepper *st, double *U, double *V,
                                    double *a, double *b, const double *lambdas,
@@ -261,16 +280,26 @@ pymf_status pymf_dsgld_block_steps(const pymf_bpmf_model *model, const pymf_dsgl
             for (int64_t n = 0; n < n_touched; ++n) {
                 const int64_t r = touched[n];
                 const double *z_row = st->add_noise ? s->noise_block + n * width : z;
+                /* a row's own steps eps c_rk, one per coordinate (a constant diagonal
+                 * preconditioner: drift eps c_rk g_k and noise 2 eps c_rk keep the posterior
+                 * stationary); without factors the chain is computed exactly as before */
+                const double *factors = side == 0 ? blk->step_user : blk->step_item;
                 if (side == 0) {
                     row_estimate(D, model->use_bias, scale, blk->h_user[r], lambdas, lambdas[2 * D],
                                  U + r * D, a[r], s->grad_u + r * width, g);
                     const double sd = st->noise_correction ? noise_sd / sqrt(blk->h_user[r]) : noise_sd;
-                    finite &= move_row(D, model->use_bias, eps, sd, g, z_row, U + r * D, a + r);
+                    finite &= factors != NULL
+                        ? move_row_scaled(D, model->use_bias, eps, sd, factors + r * 2 * width, g, z_row,
+                                          U + r * D, a + r)
+                        : move_row(D, model->use_bias, eps, sd, g, z_row, U + r * D, a + r);
                 } else {
                     row_estimate(D, model->use_bias, scale, blk->h_item[r], lambdas + D,
                                  lambdas[2 * D + 1], V + r * D, b[r], s->grad_v + r * width, g);
                     const double sd = st->noise_correction ? noise_sd / sqrt(blk->h_item[r]) : noise_sd;
-                    finite &= move_row(D, model->use_bias, eps, sd, g, z_row, V + r * D, b + r);
+                    finite &= factors != NULL
+                        ? move_row_scaled(D, model->use_bias, eps, sd, factors + r * 2 * width, g, z_row,
+                                          V + r * D, b + r)
+                        : move_row(D, model->use_bias, eps, sd, g, z_row, V + r * D, b + r);
                 }
             }
         }

@@ -80,6 +80,8 @@ struct pymf_dsgld {
     double *backup;            /* the state before the current round */
     pymf_bpmf_params *params;  /* views into state */
     double *h_user, *h_item;
+    double *step_user, *step_item; /* per-row step factors, or NULL */
+    int64_t row_steps_from;        /* the first round that uses them */
     uint64_t *noise_seeds, *hyper_seeds;
     pymf_dsgld_block *blocks;
     pymf_dsgld_scratch **scratch;  /* n_chains x group_size */
@@ -100,6 +102,8 @@ void pymf_dsgld_destroy(pymf_dsgld *d)
     free(d->params);
     free(d->h_user);
     free(d->h_item);
+    free(d->step_user);
+    free(d->step_item);
     free(d->noise_seeds);
     free(d->hyper_seeds);
     free(d->blocks);
@@ -306,6 +310,53 @@ pymf_status pymf_dsgld_hyper_step(const pymf_bpmf_model *model, const pymf_bpmf_
     return PYMF_OK;
 }
 
+pymf_status pymf_dsgld_set_row_steps(pymf_dsgld *d, const double *step_user,
+                                     const double *step_item, const double *noise_user,
+                                     const double *noise_item, int64_t from_round,
+                                     pymf_error *err)
+{
+    const int64_t L = d->data->n_users, M = d->data->n_items;
+    const int64_t w = d->model.rank + 1;
+    free(d->step_user);
+    free(d->step_item);
+    d->step_user = d->step_item = NULL;
+    if (step_user == NULL || step_item == NULL || noise_user == NULL || noise_item == NULL)
+        return PYMF_OK;
+    for (int64_t i = 0; i < (L + M) * w; ++i) {
+        const double c = i < L * w ? step_user[i] : step_item[i - L * w];
+        const double n = i < L * w ? noise_user[i] : noise_item[i - L * w];
+        /* a factor above 1 would leave the stability bound the global step was chosen for;
+         * noise above the step's would sample a tempered posterior */
+        if (!(c > 0.0 && c <= 1.0 && n >= 0.0 && n <= c))
+            return pymf_fail(err, PYMF_EINVAL, "row step factor %g / noise factor %g of %s %lld "
+                             "is not in (0, 1] / [0, step factor]", c, n,
+                             i < L * w ? "user" : "item",
+                             (long long)(i < L * w ? i / w : (i - L * w) / w));
+    }
+    d->step_user = malloc((size_t)(L > 0 ? 2 * L * w : 1) * sizeof(double));
+    d->step_item = malloc((size_t)(M > 0 ? 2 * M * w : 1) * sizeof(double));
+    if (d->step_user == NULL || d->step_item == NULL) {
+        free(d->step_user);
+        free(d->step_item);
+        d->step_user = d->step_item = NULL;
+        return pymf_fail(err, PYMF_ENOMEM, "out of memory for the row step factors");
+    }
+    /* each row: its step factors, then the square roots of its noise factors */
+    for (int side = 0; side < 2; ++side) {
+        const int64_t n = side == 0 ? L : M;
+        const double *src = side == 0 ? step_user : step_item;
+        const double *noise = side == 0 ? noise_user : noise_item;
+        double *dst = side == 0 ? d->step_user : d->step_item;
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t k = 0; k < w; ++k) {
+                dst[2 * w * i + k] = src[w * i + k];
+                dst[2 * w * i + w + k] = sqrt(noise[w * i + k]);
+            }
+    }
+    d->row_steps_from = from_round;
+    return PYMF_OK;
+}
+
 pymf_status pymf_dsgld_run(pymf_dsgld *d, int64_t n_rounds, const double *eps, pymf_error *err)
 {
     const int C = d->config.n_chains, G = d->group_size, D = d->model.rank;
@@ -327,7 +378,16 @@ pymf_status pymf_dsgld_run(pymf_dsgld *d, int64_t n_rounds, const double *eps, p
         for (int task = 0; task < n_tasks; ++task) {
             const int c = task / G, slot = task % G;
             const int s = pymf_bpmf_group_block(d->data, pymf_bpmf_chain_group(d->data, c, round), slot);
-            const pymf_dsgld_block *blk = &d->blocks[s];
+            /* a copy of the block: the row factors apply from row_steps_from on */
+            pymf_dsgld_block blk_round = d->blocks[s];
+            if (d->step_user == NULL || round < d->row_steps_from) {
+                blk_round.step_user = NULL;
+                blk_round.step_item = NULL;
+            } else {
+                blk_round.step_user = d->step_user + 2 * (D + 1) * blk_round.user_offset;
+                blk_round.step_item = d->step_item + 2 * (D + 1) * blk_round.item_offset;
+            }
+            const pymf_dsgld_block *blk = &blk_round;
             pymf_bpmf_params *p = &d->params[c];
             const pymf_dsgld_stepper st = {d->noise_seeds[c], d->config.batch_size,
                                            d->config.add_noise, d->config.noise_correction};

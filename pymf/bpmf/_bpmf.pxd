@@ -50,6 +50,8 @@ cdef extern from "pymf/bpmf.h" nogil:
         const double *h_user
         const double *h_item
         double visit_rate
+        const double *step_user
+        const double *step_item
 
     ctypedef struct pymf_dsgld_stepper:
         uint64_t noise_seed
@@ -109,6 +111,10 @@ cdef extern from "pymf/bpmf.h" nogil:
                                      int64_t round, pymf_error *err)
     void pymf_dsgld_get_state(const pymf_dsgld *d, int chain, double *U, double *V, double *a,
                               double *b, double *lambdas, int64_t *round)
+    pymf_status pymf_dsgld_set_row_steps(pymf_dsgld *d, const double *step_user,
+                                         const double *step_item, const double *noise_user,
+                                         const double *noise_item, int64_t from_round,
+                                         pymf_error *err)
     pymf_status pymf_dsgld_run(pymf_dsgld *d, int64_t n_rounds, const double *eps,
                                pymf_error *err)
     pymf_status pymf_dsgld_hyper_step(const pymf_bpmf_model *model, const pymf_bpmf_data *data,

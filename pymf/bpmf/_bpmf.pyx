@@ -219,7 +219,8 @@ cdef class BlockWorker:
     cdef pymf_dsgld_block blk
     cdef pymf_bpmf_model model
     cdef int64_t batch_size
-    cdef object keep
+    cdef object keep, row_steps
+    cdef int64_t n_users, n_items
     cdef readonly int64_t user_offset, n_stripe_users, item_offset, n_stripe_items
 
     def __cinit__(self, BlockLayout layout, int block, model, int64_t batch_size, h_user, h_item):
@@ -252,6 +253,10 @@ cdef class BlockWorker:
         self.blk.h_user = &hu[0] + self.user_offset
         self.blk.h_item = &hi[0] + self.item_offset
         self.blk.visit_rate = 1.0 / layout.n_groups
+        self.blk.step_user = NULL
+        self.blk.step_item = NULL
+        self.n_users, self.n_items = layout.n_users, layout.n_items
+        self.row_steps = None
         self.batch_size = batch_size
         self.scratch = pymf_dsgld_scratch_create(self.model.rank, self.n_stripe_users,
                                                  self.n_stripe_items, batch_size)
@@ -270,13 +275,45 @@ cdef class BlockWorker:
             raise ValueError("the parameter slices do not match the block's stripes")
         return 0
 
+    def set_row_steps(self, step_user, step_item, noise_user, noise_item):
+        """Per-coordinate step and noise factors (every user and item, grid order;
+        DSGLDChains.set_row_steps) for the steps(..., row_steps=True) calls; None removes
+        them."""
+        if step_user is None or step_item is None:
+            self.row_steps = None
+            return
+        w = self.model.rank + 1
+        out = []
+        for x, nz, n, name in ((step_user, noise_user, self.n_users, "step_user"),
+                               (step_item, noise_item, self.n_items, "step_item")):
+            x = _f64(x, n * w, name).reshape(n, w)
+            nz = _f64(nz, n * w, "noise factors").reshape(n, w)
+            if not np.all((x > 0) & (x <= 1) & (nz >= 0) & (nz <= x)):
+                raise ValueError("row step factors must be in (0, 1], noise factors in "
+                                 "[0, step factor]")
+            # as pymf_dsgld_set_row_steps stores them: the step factors, then the square
+            # roots of the noise factors
+            out.append(np.ascontiguousarray(np.hstack([x, np.sqrt(nz)])).reshape(-1))
+        self.row_steps = tuple(out)
+
     def steps(self, uint64_t noise_seed, bint add_noise, double[:, ::1] U, double[:, ::1] V,
               double[::1] a, double[::1] b, const double[::1] lambdas, int64_t first_step,
-              int n_steps, double eps, bint noise_correction=True):
-        """n_steps DSGLD steps in place on the slices (pymf.DivergenceError if they diverge)."""
+              int n_steps, double eps, bint noise_correction=True, bint row_steps=False):
+        """n_steps DSGLD steps in place on the slices (pymf.DivergenceError if they diverge);
+        row_steps: with the factors of set_row_steps."""
         cdef pymf_error err
         cdef pymf_dsgld_stepper st
+        cdef const double[::1] su
+        cdef const double[::1] si
         self._shapes(U, V, a, b, lambdas)
+        self.blk.step_user = NULL
+        self.blk.step_item = NULL
+        if row_steps:
+            if self.row_steps is None:
+                raise ValueError("row_steps=True needs set_row_steps first")
+            su, si = self.row_steps
+            self.blk.step_user = &su[0] + 2 * (self.model.rank + 1) * self.user_offset
+            self.blk.step_item = &si[0] + 2 * (self.model.rank + 1) * self.item_offset
         st.noise_seed = noise_seed
         st.batch_size = self.batch_size
         st.add_noise = add_noise
@@ -385,6 +422,27 @@ cdef class DSGLDChains:
         cdef int64_t r
         pymf_dsgld_get_state(self.d, 0, NULL, NULL, NULL, NULL, NULL, &r)
         return r
+
+    def set_row_steps(self, step_user, step_item, noise_user, noise_item, int64_t from_round):
+        """Per-coordinate step factors in (0, 1] and noise factors in [0, step factor]
+        (users x (rank + 1) and items x (rank + 1), grid order, the bias last) for the rounds
+        from from_round on (pymf_dsgld_set_row_steps); None removes them."""
+        cdef pymf_error err
+        cdef const double[::1] su
+        cdef const double[::1] si
+        cdef const double[::1] nu
+        cdef const double[::1] ni
+        pymf_error_clear(&err)
+        if step_user is None or step_item is None:
+            pymf_dsgld_set_row_steps(self.d, NULL, NULL, NULL, NULL, 0, &err)
+        else:
+            w = self.rank + 1
+            su = _f64(step_user, self.layout.n_users * w, "step_user")
+            si = _f64(step_item, self.layout.n_items * w, "step_item")
+            nu = _f64(noise_user, self.layout.n_users * w, "noise_user")
+            ni = _f64(noise_item, self.layout.n_items * w, "noise_item")
+            pymf_dsgld_set_row_steps(self.d, &su[0], &si[0], &nu[0], &ni[0], from_round, &err)
+        check(&err)
 
     def run(self, eps):
         """One round per step size in eps (all chains)."""

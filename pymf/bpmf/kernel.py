@@ -35,6 +35,8 @@ def _rmse(sq_error, n):
 
 
 _CHAIN_ARRAYS = ("U", "V", "a", "b", "lambdas")  # a DSGLD chain's state (with the round)
+# the per-row bound's factors in a checkpoint (step, noise; users, items)
+_ROW_STEP_KEYS = ("row_steps_user", "row_steps_item", "row_noise_user", "row_noise_item")
 
 
 class ChainsKernel(Kernel):
@@ -91,10 +93,91 @@ class ChainsKernel(Kernel):
         return point
 
     def snapshot(self):
-        return self.checkpoint_state()
+        state = self.checkpoint_state()
+        if getattr(self, "row_steps", None) is not None:
+            for key, value in zip(_ROW_STEP_KEYS, self.row_steps):
+                state[key] = value
+        return state
 
     def restore(self, arrays):
         self.restore_state(arrays)
+        if _ROW_STEP_KEYS[0] in arrays and getattr(self, "row_plan", None) is not None:
+            self._set_row_steps(*(np.asarray(arrays[key], dtype=np.float64)
+                                  for key in _ROW_STEP_KEYS))
+
+    # --- the per-row bound of step_size="auto" (pymf.engine.autostep, point 5) ----------
+
+    def plan_row_steps(self, info, from_round):
+        """Bound every row's coordinates for the minibatch noise from round from_round on,
+        with factors measured at the chains' state just before it (the end of the burn-in):
+        info is the run's params["auto_step"] (eps, minibatch_scale, row_noise), which gets
+        the factors' summary when they are set."""
+        self.row_plan = (info, int(from_round))
+        self.row_steps = None
+
+    def _set_row_steps(self, step_user, step_item, noise_user, noise_item):
+        info, from_round = self.row_plan
+        self.row_steps = (step_user, step_item, noise_user, noise_item)
+        self.apply_row_steps(*self.row_steps, from_round)
+        D = self.model.rank
+        info.update(autostep.row_steps_summary(step_user.reshape(-1, D + 1),
+                                               step_item.reshape(-1, D + 1),
+                                               info["minibatch_scale"], info["row_noise"]))
+
+    def _row_steps_due(self, next_round):
+        """Measure and set the row factors if round next_round is the first to use them
+        (or a later one, and they are missing): the curvature is the chains' mean at their
+        state after round next_round - 1, each chain with its own tau."""
+        plan = getattr(self, "row_plan", None)
+        if plan is None or self.row_steps is not None or next_round < plan[1]:
+            return
+        info = plan[0]
+        sums = None
+        for c in range(self.n_chains):
+            curv = row_curvatures(self.layout.c, self.chain_params(c), self.model)
+            parts = [x for side in curv for x in side]  # diag_u, rho_u, diag_v, rho_v
+            sums = parts if sums is None else [a + b for a, b in zip(sums, parts)]
+        diag_u, rho_u, diag_v, rho_v = (x / self.n_chains for x in sums)
+        # a constant diagonal preconditioner: each coordinate's noise scaled as its step
+        # (the C core could inject less, leaving room for the minibatch's own noise; measured
+        # on MovieLens that mixed slower for the same calibration: README)
+        su, si = (autostep.row_step_factors(diag * rho[:, None], info["eps"],
+                                            info["minibatch_scale"], info["row_noise"]).ravel()
+                  for diag, rho in ((diag_u, rho_u), (diag_v, rho_v)))
+        self._set_row_steps(su, si, su.copy(), si.copy())
+
+
+def row_curvatures(layout, p, model):
+    """(users, items), each (diag, rho): diag (rows, D + 1, grid order) the curvature H_kk
+    of each row's coordinates (factors, then the bias), and rho (rows). H = tau sum_j
+    x_j x_j^T is the row's likelihood Hessian at the state p, x_j = (v_j, 1) (the other
+    side's factor row and bias; its tau); rho, the largest eigenvalue of its
+    correlation matrix diag(H)^-1/2 H diag(H)^-1/2 (1 to D + 1), so that steps
+    c_k <= kappa / (H_kk rho) keep the preconditioned curvature at most kappa in every
+    direction (H_kk rho is what bounds coordinate k's share of the minibatch noise). 0
+    where a row has no ratings (and for the bias without biases). Sums by np.bincount,
+    in a fixed order: deterministic."""
+    users = np.asarray(layout.users, dtype=np.int64)
+    items = np.asarray(layout.items, dtype=np.int64)
+    tau = float(p.lambdas[-1])
+    D = model.rank
+    out = []
+    for rows, other, n in ((users, p.V[items], layout.n_users), (items, p.U[users], layout.n_items)):
+        X = np.hstack([other, np.ones((len(rows), 1))])
+        if not model.bias:
+            X[:, D] = 0.0
+        XT = np.ascontiguousarray(X.T)  # columns contiguous for the products
+        H = np.empty((n, D + 1, D + 1))
+        for k in range(D + 1):
+            for l in range(k, D + 1):
+                H[:, k, l] = H[:, l, k] = np.bincount(rows, weights=XT[k] * XT[l], minlength=n)
+        diag = np.einsum("ikk->ik", H).copy()
+        inv_root = np.zeros_like(diag)
+        np.divide(1.0, np.sqrt(diag), out=inv_root, where=diag > 0)
+        R = H * inv_root[:, :, None] * inv_root[:, None, :]
+        rho = np.maximum(np.linalg.eigvalsh(R)[:, -1], 1.0) if n else np.zeros(0)
+        out.append((tau * diag, rho))
+    return out[0], out[1]
 
 
 class BPMFKernel(ChainsKernel):
@@ -183,8 +266,19 @@ class BPMFKernel(ChainsKernel):
                     self.c.set_state(c, p.U, p.V, p.a, p.b, p.lambdas, 0)
 
         theta = np.concatenate([p0.U.ravel(), p0.V.ravel(), p0.a.ravel(), p0.b.ravel()])
-        return autostep.choose(gradient, theta, seed_sequence(seed), pilot,
-                               step=self.sampler.step_size, minibatch_scale=self.minibatch_scale)
+        eps, info = autostep.choose(gradient, theta, seed_sequence(seed), pilot,
+                                    step=self.sampler.step_size,
+                                    minibatch_scale=self.minibatch_scale)
+        step = self.sampler.step_size
+        if step.minibatch_noise is None and step.per_row and self.minibatch_scale > 1.0:
+            info.update(row_noise=autostep.ROW_NOISE, minibatch_scale=self.minibatch_scale)
+        return eps, info
+
+    def chain_params(self, chain):
+        return self.c.get_state(chain)
+
+    def apply_row_steps(self, step_user, step_item, noise_user, noise_item, from_round):
+        self.c.set_row_steps(step_user, step_item, noise_user, noise_item, from_round)
 
     @property
     def minibatch_scale(self):
@@ -232,9 +326,21 @@ class BPMFKernel(ChainsKernel):
     def run(self, steps):
         if self.is_gibbs:
             self.c.run(len(steps))
-        else:
+            self.t += len(steps)
+            return
+        plan = getattr(self, "row_plan", None)
+        if plan is not None and self.row_steps is None:
+            # the rounds before the first bounded one, then the factors at that state
+            before = min(max(plan[1] - 1 - self.t, 0), len(steps))
+            if before:
+                self.c.run(steps[:before])
+                self.t += before
+            steps = steps[before:]
+            if len(steps):
+                self._row_steps_due(self.t + 1)
+        if len(steps):
             self.c.run(steps)
-        self.t += len(steps)
+            self.t += len(steps)
 
     def predict(self, chain, users_grid, items_grid):
         if self.is_gibbs:

@@ -119,6 +119,7 @@ class _ServerChains(ChainsKernel):
         sampler = self.sampler
         for eps in steps:
             round_ = self.t + 1
+            self._row_steps_due(round_)
             self.comm.bcast(("round", float(eps), round_), root=0)
             tasks = _schedule(self.layout.c, self.n_chains, self.n_workers, round_)
             sends, recvs, requests = [], [], []
@@ -160,6 +161,15 @@ class _ServerChains(ChainsKernel):
         if self.init is not None:
             kernel.set_initial(self.init)
         return kernel.auto_step(seed)
+
+    def chain_params(self, chain):
+        return self.params[chain]
+
+    def apply_row_steps(self, step_user, step_item, noise_user, noise_item, from_round):
+        """Every worker gets the per-row step and noise factors (grid order) once; they
+        use them in the rounds from from_round on, as the shared-memory chains do."""
+        self.comm.bcast(("row_steps", (step_user, step_item, noise_user, noise_item,
+                                       int(from_round)), 0), root=0)
 
     def set_initial(self, init):
         """Every chain from init (pymf.bpmf.check_init's dict, original order)."""
@@ -207,11 +217,18 @@ def _worker_loop(comm, setup):
     sampler = setup.sampler
     workers = {}
     D = setup.D
+    row_steps, row_steps_from = None, None
     while True:
         # the server names the round: a run resumed from a checkpoint starts past round 1
         command, eps, round_ = comm.bcast(None, root=0)
+        if command == "row_steps":
+            row_steps, row_steps_from = eps[:4], eps[4]
+            for worker in workers.values():
+                worker.set_row_steps(*row_steps)
+            continue
         if command != "round":
             return
+        use_row_steps = row_steps is not None and round_ >= row_steps_from
         first_step = (round_ - 1) * sampler.round_length + 1
         for c, s, w in _schedule(setup.layout.c, setup.n_chains, n_workers, round_):
             if w != rank:
@@ -219,6 +236,8 @@ def _worker_loop(comm, setup):
             if s not in workers:
                 workers[s] = _bpmf.BlockWorker(setup.layout.c, s, setup.c_model,
                                                sampler.batch_size, setup.h_user, setup.h_item)
+                if row_steps is not None:
+                    workers[s].set_row_steps(*row_steps)
             worker = workers[s]
             buf = np.empty(setup.buffer_size(s))
             comm.Recv(buf, source=0, tag=_TAG_TASK)
@@ -235,7 +254,8 @@ def _worker_loop(comm, setup):
             lambdas = buf[k:k + _bpmf.n_precisions(D)].copy()
             try:
                 worker.steps(int(setup.noise_seeds[c]), True, U, V, a, b, lambdas, first_step,
-                             sampler.round_length, eps, sampler.noise_correction)
+                             sampler.round_length, eps, sampler.noise_correction,
+                             use_row_steps)
                 buf[-1] = 0.0
             except DivergenceError as exc:
                 buf[-1] = float(exc.iteration or -1)

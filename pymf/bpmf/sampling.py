@@ -97,6 +97,12 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, in
         sampler.step_size = with_burnin(
             lambda eps: AnnealedStep(eps * (1 + 1 / AUTO_KAPPA) ** 0.51, AUTO_KAPPA),
             eps0, auto_step, 0 if burnin_rmse is not None else burnin)
+        if "row_noise" in auto_step:
+            # the per-row bound (pymf.engine.autostep, point 5) after the burn-in, measured
+            # at its end: burn-in draws are discarded, and by then the factors have their
+            # posterior scale (at the start they are init_scale small)
+            auto_step["row_steps_from"] = 1 if burnin_rmse is not None else burnin + 1
+            kernel.plan_row_steps(auto_step, auto_step["row_steps_from"])
     if test is not None:
         kernel.attach_test(test)
     burnin_until = None

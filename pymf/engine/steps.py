@@ -129,7 +129,7 @@ def as_step_size(step_size):
 
 def step_size_from_params(params):
     if params["kind"] == "auto":
-        return AutoStep(params.get("minibatch_noise"))
+        return AutoStep(params.get("minibatch_noise"), params.get("per_row", True))
     if params["kind"] == "constant":
         return ConstantStep(params["value"])
     if params["kind"] == "burnin_then":

@@ -148,6 +148,12 @@ typedef struct {
     int64_t user_offset, n_stripe_users, item_offset, n_stripe_items;
     const double *h_user, *h_item;  /* correctors of the stripe's rows */
     double visit_rate;              /* v(s) = 1 / n_groups */
+    /* Per-coordinate step factors of the stripe's rows: coordinate k of a row moves by
+     * eps c_k g_k + N(0, 2 eps n_k / hbar), c_k in (0, 1] (a constant diagonal
+     * preconditioner when n_k = c_k; n_k < c_k leaves room for the minibatch's own noise).
+     * 2 (D + 1) doubles a row: c (bias last), then sqrt(n). NULL: every c = n = 1, the
+     * plain chain, bit for bit. */
+    const double *step_user, *step_item;
 } pymf_dsgld_block;
 
 typedef struct {
@@ -200,6 +206,14 @@ pymf_status pymf_dsgld_set_state(pymf_dsgld *d, int chain, const double *U, cons
                                  int64_t round, pymf_error *err);
 void pymf_dsgld_get_state(const pymf_dsgld *d, int chain, double *U, double *V, double *a,
                           double *b, double *lambdas, int64_t *round);
+/* Per-coordinate step factors c (n_users x (D + 1) and n_items x (D + 1) doubles in (0, 1],
+ * grid order, the bias last) and noise factors n (the same shapes, in [0, c]), copied, used
+ * by the rounds from `from_round` on (1-based; earlier rounds run every row at eps); NULL
+ * arrays remove them. PYMF_EINVAL for a factor outside its range, PYMF_ENOMEM. */
+pymf_status pymf_dsgld_set_row_steps(pymf_dsgld *d, const double *step_user,
+                                     const double *step_item, const double *noise_user,
+                                     const double *noise_item, int64_t from_round,
+                                     pymf_error *err);
 /* Runs n_rounds rounds of every chain; eps[r] is the step size of the r-th of them. On
  * divergence every chain is put back to its state before the failing round. */
 pymf_status pymf_dsgld_run(pymf_dsgld *d, int64_t n_rounds, const double *eps, pymf_error *err);
