@@ -193,7 +193,8 @@ pymf_alphamf *pymf_alphamf_create(const pymf_alphamf_model *model, const pymf_bl
     }
     for (int64_t e = 0; e < data->n_observed; ++e)
         s->phi[e] = 2.0;
-    const pymf_hamcmc_potential potential = {alphamf_block_grad, s, model->rank, 1};
+    const pymf_hamcmc_potential potential = {alphamf_block_grad, s, model->rank, 1,
+                                             model->tamed != 0};
     s->chain = pymf_hamcmc_mf_create_potential(&potential, data, config, err);
     if (s->chain == NULL) {
         pymf_alphamf_destroy(s);

@@ -77,7 +77,7 @@ pymf_hamcmc_mf *pymf_hamcmc_mf_create(const pymf_nmf_model *model, const pymf_bl
     if (pymf_nmf_model_check(model, err) != PYMF_OK)
         return NULL;
     const pymf_hamcmc_potential potential = {tweedie_block_grad, NULL, model->likelihood.rank,
-                                             model->prior == PYMF_PRIOR_EXPONENTIAL};
+                                             model->prior == PYMF_PRIOR_EXPONENTIAL, 0};
     pymf_hamcmc_mf *s = pymf_hamcmc_mf_create_potential(&potential, data, config, err);
     if (s != NULL) {
         s->model = *model;
@@ -427,13 +427,23 @@ static void coefficients(pymf_hamcmc_mf *s, int64_t t)
         s->skipped_pairs += !s->usable[i];
 }
 
+/* A drift move delta of a tamed chain: delta / (1 + |delta|), below 1 in size and
+ * delta - O(delta^2) where delta is small (pymf_hamcmc_potential). A non-finite delta stays
+ * non-finite, so a diverging gradient is still reported, not hidden. */
+static double tame(double delta)
+{
+    return delta / (1.0 + fabs(delta));
+}
+
 /* The new state of one side's coordinates [d0, d1): quasi-Newton (n basis vectors v) or a
- * gamma-preconditioned Langevin step from `from`, mirrored for the exponential prior. */
+ * gamma-preconditioned Langevin step from `from` (its drift tamed where the potential asks),
+ * mirrored for the exponential prior. The plain expressions are kept as they were: the
+ * Tweedie chains' bits do not change. */
 static int new_coordinates(const pymf_hamcmc_mf *s, int64_t t, double eps, const double *from,
                            const double *grad, const double *z, const double **v, int n,
                            int64_t d0, int64_t d1, double *next)
 {
-    const int mirror = s->potential.non_negative;
+    const int mirror = s->potential.non_negative, tamed = s->potential.tamed;
     const double root = sqrt(2.0 * eps), gamma = s->config.gamma, root_gamma = sqrt(gamma);
     const int qn = quasi_newton(s, t);
     int finite = 1;
@@ -445,9 +455,11 @@ static int new_coordinates(const pymf_hamcmc_mf *s, int64_t t, double eps, const
                 step += s->coef_step[i] * v[i][d];
                 noise += s->coef_noise[i] * v[i][d];
             }
-            x = from[d] - eps * step + root * noise;
+            x = tamed ? from[d] - tame(eps * step) + root * noise
+                      : from[d] - eps * step + root * noise;
         } else {
-            x = from[d] - eps * gamma * grad[d] + root * root_gamma * z[d];
+            x = tamed ? from[d] - tame(eps * gamma * grad[d]) + root * root_gamma * z[d]
+                      : from[d] - eps * gamma * grad[d] + root * root_gamma * z[d];
         }
         x = mirror ? fabs(x) : x;
         next[d] = x;

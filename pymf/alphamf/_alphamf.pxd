@@ -14,6 +14,7 @@ cdef extern from "pymf/alphamf.h" nogil:
         double b_w
         double a_h
         double b_h
+        int tamed
 
     ctypedef struct pymf_alphamf:
         pass

@@ -63,7 +63,7 @@ def make_chain(settings, data, model, noise_seed, schedule_seed, batch_size, onl
         options = {"memory": s.memory, "gamma": s.gamma, "scaled_gamma": s.scaled_gamma,
                    "lam": s.lam}
     return AlphaChain(data, model.rank, model.alpha, model.a_w, model.b_w, model.a_h, model.b_h,
-                      noise_seed, schedule_seed, langevin_only=not hamcmc,
+                      noise_seed, schedule_seed, langevin_only=not hamcmc, tamed=model.tamed,
                       part_order=settings.part_order, n_threads=settings.n_threads or 0,
                       **options)
 

@@ -64,13 +64,22 @@ typedef int (*pymf_block_potential_grad)(const void *ctx, const pymf_blocked_dat
                                          int c, double scale, const double *W,
                                          const double *Ht, double *gW, double *gHt);
 
-/* The target of a chain: its gradient by block, the rank, and whether the factors are
- * non-negative (new states mirrored at zero, starts and imports refused when negative). */
+/* The target of a chain: its gradient by block, the rank, whether the factors are
+ * non-negative (new states mirrored at zero, starts and imports refused when negative) and
+ * whether its steps are tamed. A tamed chain moves each coordinate d by the drift
+ * delta_d = eps gamma grad_d (Langevin) or eps (H_t grad)_d (quasi-Newton) divided by
+ * 1 + |delta_d| (coordinate-wise taming: Hutzenthaler, Jentzen & Kloeden 2012; Brosse,
+ * Durmus, Moulines & Sabanis 2019), the noise unchanged. The drift's move is then below 1
+ * per coordinate and step, whatever the gradient; it differs from the plain step by
+ * O(delta^2), so the chain has the same limit as eps -> 0. For potentials whose gradient is
+ * unbounded inside the support (alpha-stable MF near v = 0), where one plain step from a
+ * small v throws the state orders of magnitude away. Tweedie chains are plain (tamed = 0). */
 typedef struct {
     pymf_block_potential_grad grad;
     const void *ctx; /* must outlive the sampler */
     int rank;
     int non_negative;
+    int tamed;
 } pymf_hamcmc_potential;
 
 typedef struct pymf_hamcmc_mf pymf_hamcmc_mf;
