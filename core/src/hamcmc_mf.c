@@ -414,11 +414,25 @@ static void reduce_gram(const pymf_hamcmc_mf *s, const double *partials, double 
     }
 }
 
+/* A tamed chain leaves out the pairs with s^T y < lambda s^T s (pymf_hamcmc_potential) by
+ * zeroing their s^T y in the reduced Gram matrix G (n x n), which the L-BFGS products then
+ * skip as they skip any pair with s^T y <= 0. A plain chain's G is left as it is. */
+static void drop_concave_pairs(const pymf_hamcmc_mf *s, double *G)
+{
+    if (!s->potential.tamed)
+        return;
+    const int m = s->M - 1, n = s->n_max;
+    for (int i = 0; i < m; ++i)
+        if (G[i * n + m + i] < s->config.lambda * G[i * n + i])
+            G[i * n + m + i] = G[(m + i) * n + i] = 0.0;
+}
+
 /* The coefficients of H_t grad and S_t z over the basis, from the reduced Gram matrix;
  * counts the pairs left out at their first use. */
 static void coefficients(pymf_hamcmc_mf *s, int64_t t)
 {
     const int m = s->M - 1;
+    drop_concave_pairs(s, s->gram);
     pymf_lbfgs_gram_products(m, s->gram, s->config.gamma, s->config.scaled_gamma,
                              s->coef_step, s->coef_noise, s->usable, NULL, s->work);
     /* at 2M + 1 every pair in memory is used for the first time, later only the newest */
@@ -608,6 +622,16 @@ pymf_status pymf_hamcmc_mf_run(pymf_hamcmc_mf *s, int64_t n_iter, const double *
 
 int pymf_hamcmc_mf_gram_len(const pymf_hamcmc_mf *s) { return s->n_max * s->n_max; }
 
+int pymf_hamcmc_mf_quasi_newton(const pymf_hamcmc_mf *s, int64_t t) { return quasi_newton(s, t); }
+
+void pymf_hamcmc_mf_moved(const pymf_hamcmc_mf *s, const double **W, const double **Ht)
+{
+    const int64_t next = s->t + 1;
+    const int slot = window_slot(s, quasi_newton(s, next) ? next - s->M : s->t);
+    *W = W_plane(s, slot);
+    *Ht = H_plane(s, slot);
+}
+
 pymf_status pymf_hamcmc_mf_begin(pymf_hamcmc_mf *s, double *partial, pymf_error *err)
 {
     const int b = s->config.only_row_block;
@@ -717,6 +741,7 @@ pymf_status pymf_hamcmc_mf_products(pymf_hamcmc_mf *s, const double *gW, const d
                 G[i * n + j] = G[j * n + i];
     }
     reduce_gram(s, s->partials, s->gram);
+    drop_concave_pairs(s, s->gram);
     *used = pymf_lbfgs_gram_products(s->M - 1, s->gram, s->config.gamma,
                                      s->config.scaled_gamma, s->coef_step, s->coef_noise,
                                      s->usable, NULL, s->work);

@@ -108,8 +108,14 @@ cdef class AlphaChain(FactorChain):
     def part(self, int64_t t):
         return pymf_hamcmc_mf_part(pymf_alphamf_chain(self.state), t)
 
+    @property
+    def phi_copies(self):
+        """Copies of Phi: 1 (PSGLD), M (HAMCMC: one per subchain, core/include/pymf/alphamf.h)."""
+        return int(pymf_alphamf_phi_copies(self.state))
+
     def get_phi(self):
-        """Phi, one per observed entry (dense data: grid-order row-major)."""
+        """Phi, one per observed entry (dense data: grid-order row-major), each copy in turn
+        (phi_copies x n_observed values, flat)."""
         out = np.empty(pymf_alphamf_n_phi(self.state))
         cdef double[::1] o = out
         if out.size:
@@ -117,7 +123,12 @@ cdef class AlphaChain(FactorChain):
         return out
 
     def set_phi(self, values):
-        cdef const double[::1] v = np.ascontiguousarray(values, dtype=np.float64).ravel()
+        """Every copy (get_phi's layout), or one per observed entry for all copies alike."""
+        values = np.ascontiguousarray(values, dtype=np.float64).ravel()
+        copies = pymf_alphamf_phi_copies(self.state)
+        if copies > 1 and values.shape[0] * copies == pymf_alphamf_n_phi(self.state):
+            values = np.tile(values, copies)
+        cdef const double[::1] v = values
         cdef pymf_error err
         if v.shape[0] != pymf_alphamf_n_phi(self.state):
             raise ValueError(f"Phi must hold {pymf_alphamf_n_phi(self.state)} values, got "

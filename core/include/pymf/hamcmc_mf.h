@@ -73,7 +73,13 @@ typedef int (*pymf_block_potential_grad)(const void *ctx, const pymf_blocked_dat
  * per coordinate and step, whatever the gradient; it differs from the plain step by
  * O(delta^2), so the chain has the same limit as eps -> 0. For potentials whose gradient is
  * unbounded inside the support (alpha-stable MF near v = 0), where one plain step from a
- * small v throws the state orders of magnitude away. Tweedie chains are plain (tamed = 0). */
+ * small v throws the state orders of magnitude away. A tamed quasi-Newton chain also leaves
+ * out the pairs along which U itself curves down, s^T y < lambda s^T s (i.e.
+ * s^T (grad U_t(theta_t) - grad U_t(theta_{t-M})) < 0; counted as skipped): such a pair
+ * passes the s^T y > 0 test only thanks to lambda, and its tiny s^T y puts a huge
+ * eigenvalue into H_t, whose steps and noise along it then throw the state as far (the
+ * alpha-stable likelihood is concave in v for large v). Tweedie chains are plain
+ * (tamed = 0). */
 typedef struct {
     pymf_block_potential_grad grad;
     const void *ctx; /* must outlive the sampler */
@@ -103,6 +109,11 @@ pymf_status pymf_hamcmc_mf_start(pymf_hamcmc_mf *s, const double *W, const doubl
 void pymf_hamcmc_mf_get_state(const pymf_hamcmc_mf *s, double *W, double *Ht, int64_t *t);
 /* The current state in place (grid order; valid until the chain next moves). */
 void pymf_hamcmc_mf_current(const pymf_hamcmc_mf *s, const double **W, const double **Ht);
+/* The state the next iteration t + 1 moves, in place: theta_{t+1-M} for a quasi-Newton
+ * iteration, else theta_t (a family's Gibbs step conditions on it: pymf/alphamf.h). */
+void pymf_hamcmc_mf_moved(const pymf_hamcmc_mf *s, const double **W, const double **Ht);
+/* Whether iteration t is a quasi-Newton one (t > 2M, not langevin_only). */
+int pymf_hamcmc_mf_quasi_newton(const pymf_hamcmc_mf *s, int64_t t);
 /* The Philox key of the noise (other draws of a family's iteration use it with their own
  * stream). */
 uint64_t pymf_hamcmc_mf_noise_seed(const pymf_hamcmc_mf *s);
