@@ -316,6 +316,7 @@ def test_a_diverging_run_names_the_iteration_and_keeps_the_last_finite_state(tam
     (lambda: pymf.AlphaStableNMF(0), "rank"),
     (lambda: pymf.AlphaStableNMF(2, a_w=0.0), "a_w"),
     (lambda: pymf.AlphaStableNMF(2, b_h=-1.0), "b_h"),
+    (lambda: pymf.AlphaStableNMF(2, tamed="no"), "tamed must be True or False"),
 ])
 def test_bad_models_are_refused_by_name(build, message):
     with pytest.raises(ValueError, match=message):

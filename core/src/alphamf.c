@@ -23,7 +23,7 @@ struct pymf_alphamf {
     pymf_hamcmc_mf *chain;
     int update_phi;
     int n_threads;
-    int memory, langevin_only; /* the chain's M and mode (which Phi copy an iteration uses) */
+    int memory;       /* the chain's M (which Phi copy an iteration uses) */
     int n_copies;     /* 1 (PSGLD) or M (HAMCMC): see copy_of */
     int active;       /* the copy the gradient reads */
     double *phi;      /* n_copies planes of one per observed entry */
@@ -94,7 +94,7 @@ pymf_status pymf_alphamf_draw_phi(double alpha, uint64_t seed, uint64_t t, int64
  * 0, which then stands for all copies. */
 static int copy_of(const pymf_alphamf *s, int64_t t)
 {
-    if (s->n_copies == 1 || t <= 2 * (int64_t)s->memory)
+    if (s->n_copies == 1 || !pymf_hamcmc_mf_quasi_newton(s->chain, t))
         return 0;
     return (int)(t % s->memory);
 }
@@ -200,7 +200,6 @@ pymf_alphamf *pymf_alphamf_create(const pymf_alphamf_model *model, const pymf_bl
     s->update_phi = update_phi;
     s->n_threads = config->n_threads;
     s->memory = config->memory;
-    s->langevin_only = config->langevin_only;
     s->n_copies = config->langevin_only || config->memory < 2 ? 1 : config->memory;
     s->phi = malloc(sizeof(double) * (size_t)s->n_copies *
                     (size_t)(data->n_observed > 0 ? data->n_observed : 1));
@@ -309,7 +308,7 @@ pymf_status pymf_alphamf_phi_step(pymf_alphamf *s, int64_t t, int part, pymf_err
     for (int b = 0; b < B; ++b)
         s->accepted_by_block[b] =
             phi_block(s, b, pymf_part_column(B, part, b), (uint64_t)t, seed, W, Ht, phi);
-    if (k == 0 && next <= 2 * (int64_t)s->memory)
+    if (!pymf_hamcmc_mf_quasi_newton(s->chain, next))
         broadcast_copy0(s);
     for (int b = 0; b < B; ++b)
         s->accepted += s->accepted_by_block[b];

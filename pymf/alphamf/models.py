@@ -41,8 +41,11 @@ class AlphaStableNMF:
     throws v orders of magnitude away (on a 2 x 2 problem 1 % of the draws had some v above
     50, where the posterior has no mass); taming bounds every drift move by 1 in the units of
     W and H and changes small drifts by O(delta^2), so the limit as the step size -> 0 is
-    the same. tamed=False is the plain step (to compare; it fails that 2 x 2 test). The
-    setting is part of params() (result params, checkpoint fingerprints)."""
+    the same. Tamed HAMCMC also leaves out memory pairs along which U curves down
+    (s^T y < lam s^T s: the likelihood is concave in v for large v, and such a pair's tiny
+    s^T y put a huge eigenvalue into the preconditioner). tamed=False is the plain step (to
+    compare; it fails that 2 x 2 test). The setting is part of params() (result params,
+    checkpoint fingerprints)."""
 
     non_negative = True
     sample_phi = False

@@ -9,7 +9,8 @@ core/include/pymf/alphamf.h).
 
 The run is the NMF family's set-up (pymf.nmf.sampling: validation, block grid, seeds, init,
 the engine's loop, checkpoints) with this family's C chain, whose checkpoint holds the
-(W, H) chain's whole memory, Phi and the count of accepted Phi proposals. The chain is the
+(W, H) chain's whole memory, Phi (HAMCMC: one copy per subchain) and the count of accepted
+Phi proposals. The (W, H) steps are tamed unless AlphaStableNMF(tamed=False). The chain is the
 same for any thread count and a resumed run equals an uninterrupted one.
 
 Samplers: HAMCMC (memory M, gamma, lam, scaled_gamma, blocks, part_order, permute,
