@@ -43,10 +43,11 @@
  * posterior has no mass and whence the chain returns slowly (on a 2 x 2 problem 1 % of the
  * draws had some v above 50; a smaller constant step did not remove it). Taming the drift
  * coordinate-wise, delta -> delta / (1 + |delta|), bounds each move by 1 and changes steps
- * with a small drift by O(delta^2) only: the same limit as eps -> 0, and the PSGLD chain
- * on that 2 x 2 problem then matches the exact marginal posterior (tests/test_alphamf.py).
- * HAMCMC's quasi-Newton steps within this Gibbs chain still miss it there, tamed or not
- * (a known limitation, a strict xfail in the same file).
+ * with a small drift by O(delta^2) only: the same limit as eps -> 0. A tamed HAMCMC chain
+ * also leaves out the memory pairs along which U curves down (pymf_hamcmc_potential). With
+ * both, and HAMCMC's Phi per subchain (above), the PSGLD and HAMCMC chains on that 2 x 2
+ * problem match the exact marginal posterior (tests/test_alphamf.py); the plain steps
+ * (model.tamed = 0) do not.
  */
 #ifndef PYMF_ALPHAMF_H
 #define PYMF_ALPHAMF_H
