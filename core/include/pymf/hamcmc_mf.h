@@ -118,8 +118,8 @@ int pymf_hamcmc_mf_quasi_newton(const pymf_hamcmc_mf *s, int64_t t);
  * stream). */
 uint64_t pymf_hamcmc_mf_noise_seed(const pymf_hamcmc_mf *s);
 void pymf_hamcmc_mf_set_threads(pymf_hamcmc_mf *s, int n_threads);
-/* Memory pairs left out of the quasi-Newton steps because s^T y <= 0 (each pair counted at
- * its first use). */
+/* Memory pairs left out of the quasi-Newton steps because s^T y <= 0, or for a tamed
+ * potential s^T y < lambda s^T s (each pair counted at its first use). */
 int64_t pymf_hamcmc_mf_skipped_pairs(const pymf_hamcmc_mf *s);
 /* The part used at iteration t. */
 int pymf_hamcmc_mf_part(const pymf_hamcmc_mf *s, int64_t t);
