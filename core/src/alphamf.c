@@ -23,7 +23,10 @@ struct pymf_alphamf {
     pymf_hamcmc_mf *chain;
     int update_phi;
     int n_threads;
-    double *phi;      /* one per observed entry */
+    int memory;       /* the chain's M (which Phi copy an iteration uses) */
+    int n_copies;     /* 1 (PSGLD) or M (HAMCMC): see copy_of */
+    int active;       /* the copy the gradient reads */
+    double *phi;      /* n_copies planes of one per observed entry */
     int64_t *accepted_by_block; /* this iteration's accepted proposals, per block */
     int64_t accepted, proposed;
 };
@@ -83,6 +86,19 @@ pymf_status pymf_alphamf_draw_phi(double alpha, uint64_t seed, uint64_t t, int64
     return PYMF_OK;
 }
 
+/* The Phi copy of iteration t. HAMCMC's quasi-Newton iteration t moves theta_{t-M}: the
+ * chain is M interleaved subchains (t mod M), and each keeps its own Phi, stepped given the
+ * state its next step moves, so that each subchain is a Metropolis-within-Gibbs chain and
+ * H_t (from the other subchains' pairs) does not depend, through a shared Phi, on the state
+ * it moves. Up to 2M (Langevin steps from theta_{t-1}: one chain) every iteration uses copy
+ * 0, which then stands for all copies. */
+static int copy_of(const pymf_alphamf *s, int64_t t)
+{
+    if (s->n_copies == 1 || !pymf_hamcmc_mf_quasi_newton(s->chain, t))
+        return 0;
+    return (int)(t % s->memory);
+}
+
 static double floored_v(const double *w, const double *h, int K)
 {
     const double v = pymf_dot(w, h, K);
@@ -140,7 +156,7 @@ static int alphamf_block_grad(const void *ctx, const pymf_blocked_data *data, in
     memset(gW + w0, 0, sizeof(double) * (size_t)(w1 - w0));
     memset(gHt + h0, 0, sizeof(double) * (size_t)(h1 - h0));
     if (scale > 0.0) {
-        const double *phi = s->phi;
+        const double *phi = s->phi + (size_t)s->active * (size_t)data->n_observed;
         FOR_BLOCK_ENTRIES(data, b, c, {
             const double *w = W + i * K, *h = Ht + j * K;
             const double gv = scale * dloglik_dv(x, phi[e], floored_v(w, h, K), alpha);
@@ -183,7 +199,10 @@ pymf_alphamf *pymf_alphamf_create(const pymf_alphamf_model *model, const pymf_bl
     s->data = data;
     s->update_phi = update_phi;
     s->n_threads = config->n_threads;
-    s->phi = malloc(sizeof(double) * (size_t)(data->n_observed > 0 ? data->n_observed : 1));
+    s->memory = config->memory;
+    s->n_copies = config->langevin_only || config->memory < 2 ? 1 : config->memory;
+    s->phi = malloc(sizeof(double) * (size_t)s->n_copies *
+                    (size_t)(data->n_observed > 0 ? data->n_observed : 1));
     s->accepted_by_block = calloc((size_t)data->grid->n_blocks, sizeof(int64_t));
     if (s->phi == NULL || s->accepted_by_block == NULL) {
         pymf_alphamf_destroy(s);
@@ -191,9 +210,10 @@ pymf_alphamf *pymf_alphamf_create(const pymf_alphamf_model *model, const pymf_bl
                   (long long)data->n_observed);
         return NULL;
     }
-    for (int64_t e = 0; e < data->n_observed; ++e)
+    for (int64_t e = 0; e < s->n_copies * data->n_observed; ++e)
         s->phi[e] = 2.0;
-    const pymf_hamcmc_potential potential = {alphamf_block_grad, s, model->rank, 1};
+    const pymf_hamcmc_potential potential = {alphamf_block_grad, s, model->rank, 1,
+                                             model->tamed != 0};
     s->chain = pymf_hamcmc_mf_create_potential(&potential, data, config, err);
     if (s->chain == NULL) {
         pymf_alphamf_destroy(s);
@@ -203,6 +223,14 @@ pymf_alphamf *pymf_alphamf_create(const pymf_alphamf_model *model, const pymf_bl
 }
 
 pymf_hamcmc_mf *pymf_alphamf_chain(pymf_alphamf *s) { return s->chain; }
+
+/* copy 0 into the other copies (the start, and the Langevin iterations up to 2M) */
+static void broadcast_copy0(pymf_alphamf *s)
+{
+    const size_t n = (size_t)s->data->n_observed;
+    for (int k = 1; k < s->n_copies; ++k)
+        memcpy(s->phi + (size_t)k * n, s->phi, sizeof(double) * n);
+}
 
 pymf_status pymf_alphamf_start(pymf_alphamf *s, const double *W, const double *Ht,
                                pymf_error *err)
@@ -221,6 +249,8 @@ pymf_status pymf_alphamf_start(pymf_alphamf *s, const double *W, const double *H
                                 ? phi
                                 : PYMF_ALPHAMF_PHI_START_FLOOR;
             });
+    broadcast_copy0(s);
+    s->active = 0;
     s->accepted = s->proposed = 0;
     return PYMF_OK;
 }
@@ -228,11 +258,10 @@ pymf_status pymf_alphamf_start(pymf_alphamf *s, const double *W, const double *H
 /* One Metropolis step of every Phi in block (b, c) with the prior as proposal; returns the
  * number accepted. */
 static int64_t phi_block(pymf_alphamf *s, int b, int c, uint64_t t, uint64_t seed,
-                         const double *W, const double *Ht)
+                         const double *W, const double *Ht, double *phi)
 {
     const int K = s->model.rank;
     const double alpha = s->model.alpha;
-    double *phi = s->phi;
     int64_t accepted = 0;
     FOR_BLOCK_ENTRIES(s->data, b, c, {
         double u[3];
@@ -262,8 +291,14 @@ pymf_status pymf_alphamf_phi_step(pymf_alphamf *s, int64_t t, int part, pymf_err
         return pymf_fail(err, PYMF_EINVAL, "part must be in [0, %d), got %d", B, part);
     if (t < 1)
         return pymf_fail(err, PYMF_EINVAL, "iterations count from 1, got %lld", (long long)t);
+    /* the state and the Phi copy of the chain's next iteration (copy_of) */
     const double *W, *Ht;
-    pymf_hamcmc_mf_current(s->chain, &W, &Ht);
+    pymf_hamcmc_mf_moved(s->chain, &W, &Ht);
+    int64_t next;
+    pymf_hamcmc_mf_get_state(s->chain, NULL, NULL, &next);
+    ++next;
+    const int k = copy_of(s, next);
+    double *phi = s->phi + (size_t)k * (size_t)s->data->n_observed;
     const uint64_t seed = pymf_hamcmc_mf_noise_seed(s->chain);
     const int threads = threads_of(s);
     const int parallel = B > 1 && threads > 1 && s->data->n_observed >= PHI_PARALLEL_ENTRIES;
@@ -272,7 +307,9 @@ pymf_status pymf_alphamf_phi_step(pymf_alphamf *s, int64_t t, int part, pymf_err
 #pragma omp parallel for num_threads(threads) schedule(static) if (parallel)
     for (int b = 0; b < B; ++b)
         s->accepted_by_block[b] =
-            phi_block(s, b, pymf_part_column(B, part, b), (uint64_t)t, seed, W, Ht);
+            phi_block(s, b, pymf_part_column(B, part, b), (uint64_t)t, seed, W, Ht, phi);
+    if (!pymf_hamcmc_mf_quasi_newton(s->chain, next))
+        broadcast_copy0(s);
     for (int b = 0; b < B; ++b)
         s->accepted += s->accepted_by_block[b];
     s->proposed += pymf_part_size(s->data, part);
@@ -292,6 +329,7 @@ pymf_status pymf_alphamf_run(pymf_alphamf *s, int64_t n_iter, const double *eps,
             if (status != PYMF_OK)
                 return status;
         }
+        s->active = copy_of(s, t);
         const pymf_status status = pymf_hamcmc_mf_run(s->chain, 1, eps + i, err);
         if (status != PYMF_OK)
             return status;
@@ -299,20 +337,26 @@ pymf_status pymf_alphamf_run(pymf_alphamf *s, int64_t n_iter, const double *eps,
     return PYMF_OK;
 }
 
-int64_t pymf_alphamf_n_phi(const pymf_alphamf *s) { return s->data->n_observed; }
+int64_t pymf_alphamf_n_phi(const pymf_alphamf *s)
+{
+    return (int64_t)s->n_copies * s->data->n_observed;
+}
+
+int pymf_alphamf_phi_copies(const pymf_alphamf *s) { return s->n_copies; }
 
 void pymf_alphamf_get_phi(const pymf_alphamf *s, double *out)
 {
-    memcpy(out, s->phi, sizeof(double) * (size_t)s->data->n_observed);
+    memcpy(out, s->phi, sizeof(double) * (size_t)pymf_alphamf_n_phi(s));
 }
 
 pymf_status pymf_alphamf_set_phi(pymf_alphamf *s, const double *in, pymf_error *err)
 {
-    for (int64_t e = 0; e < s->data->n_observed; ++e)
+    const int64_t n = pymf_alphamf_n_phi(s);
+    for (int64_t e = 0; e < n; ++e)
         if (!(in[e] > 0.0 && isfinite(in[e])))
             return pymf_fail(err, PYMF_EINVAL, "Phi must be positive and finite; entry %lld "
                              "is %g", (long long)e, in[e]);
-    memcpy(s->phi, in, sizeof(double) * (size_t)s->data->n_observed);
+    memcpy(s->phi, in, sizeof(double) * (size_t)n);
     return PYMF_OK;
 }
 
@@ -337,13 +381,17 @@ pymf_status pymf_alphamf_loglik(const pymf_alphamf *s, double *out, pymf_error *
 {
     const double *W, *Ht;
     pymf_hamcmc_mf_current(s->chain, &W, &Ht);
+    int64_t t;
+    pymf_hamcmc_mf_get_state(s->chain, NULL, NULL, &t);
+    /* the copy the current state's subchain last stepped (copy_of) */
+    const double *phi = s->phi + (size_t)copy_of(s, t) * (size_t)s->data->n_observed;
     const int K = s->model.rank, B = s->data->grid->n_blocks;
     const double alpha = s->model.alpha, half_log_2pi = 0.9189385332046727;
     double total = 0.0; /* block by block in a fixed order: the same for any thread count */
     for (int b = 0; b < B; ++b)
         for (int c = 0; c < B; ++c)
             FOR_BLOCK_ENTRIES(s->data, b, c, {
-                const double var = s->phi[e] * pow(floored_v(W + i * K, Ht + j * K, K), 2.0 / alpha);
+                const double var = phi[e] * pow(floored_v(W + i * K, Ht + j * K, K), 2.0 / alpha);
                 total += -half_log_2pi - 0.5 * log(var) - 0.5 * x * x / var;
             });
     *out = total; /* may be -inf or NaN: the caller names the iteration (as for Tweedie) */

@@ -77,7 +77,7 @@ pymf_hamcmc_mf *pymf_hamcmc_mf_create(const pymf_nmf_model *model, const pymf_bl
     if (pymf_nmf_model_check(model, err) != PYMF_OK)
         return NULL;
     const pymf_hamcmc_potential potential = {tweedie_block_grad, NULL, model->likelihood.rank,
-                                             model->prior == PYMF_PRIOR_EXPONENTIAL};
+                                             model->prior == PYMF_PRIOR_EXPONENTIAL, 0};
     pymf_hamcmc_mf *s = pymf_hamcmc_mf_create_potential(&potential, data, config, err);
     if (s != NULL) {
         s->model = *model;
@@ -414,11 +414,25 @@ static void reduce_gram(const pymf_hamcmc_mf *s, const double *partials, double 
     }
 }
 
+/* A tamed chain leaves out the pairs with s^T y < lambda s^T s (pymf_hamcmc_potential) by
+ * zeroing their s^T y in the reduced Gram matrix G (n x n), which the L-BFGS products then
+ * skip as they skip any pair with s^T y <= 0. A plain chain's G is left as it is. */
+static void drop_concave_pairs(const pymf_hamcmc_mf *s, double *G)
+{
+    if (!s->potential.tamed)
+        return;
+    const int m = s->M - 1, n = s->n_max;
+    for (int i = 0; i < m; ++i)
+        if (G[i * n + m + i] < s->config.lambda * G[i * n + i])
+            G[i * n + m + i] = G[(m + i) * n + i] = 0.0;
+}
+
 /* The coefficients of H_t grad and S_t z over the basis, from the reduced Gram matrix;
  * counts the pairs left out at their first use. */
 static void coefficients(pymf_hamcmc_mf *s, int64_t t)
 {
     const int m = s->M - 1;
+    drop_concave_pairs(s, s->gram);
     pymf_lbfgs_gram_products(m, s->gram, s->config.gamma, s->config.scaled_gamma,
                              s->coef_step, s->coef_noise, s->usable, NULL, s->work);
     /* at 2M + 1 every pair in memory is used for the first time, later only the newest */
@@ -427,13 +441,23 @@ static void coefficients(pymf_hamcmc_mf *s, int64_t t)
         s->skipped_pairs += !s->usable[i];
 }
 
+/* A drift move delta of a tamed chain: delta / (1 + |delta|), below 1 in size and
+ * delta - O(delta^2) where delta is small (pymf_hamcmc_potential). A non-finite delta stays
+ * non-finite, so a diverging gradient is still reported, not hidden. */
+static double tame(double delta)
+{
+    return delta / (1.0 + fabs(delta));
+}
+
 /* The new state of one side's coordinates [d0, d1): quasi-Newton (n basis vectors v) or a
- * gamma-preconditioned Langevin step from `from`, mirrored for the exponential prior. */
+ * gamma-preconditioned Langevin step from `from` (its drift tamed where the potential asks),
+ * mirrored for the exponential prior. The plain expressions are kept as they were: the
+ * Tweedie chains' bits do not change. */
 static int new_coordinates(const pymf_hamcmc_mf *s, int64_t t, double eps, const double *from,
                            const double *grad, const double *z, const double **v, int n,
                            int64_t d0, int64_t d1, double *next)
 {
-    const int mirror = s->potential.non_negative;
+    const int mirror = s->potential.non_negative, tamed = s->potential.tamed;
     const double root = sqrt(2.0 * eps), gamma = s->config.gamma, root_gamma = sqrt(gamma);
     const int qn = quasi_newton(s, t);
     int finite = 1;
@@ -445,9 +469,11 @@ static int new_coordinates(const pymf_hamcmc_mf *s, int64_t t, double eps, const
                 step += s->coef_step[i] * v[i][d];
                 noise += s->coef_noise[i] * v[i][d];
             }
-            x = from[d] - eps * step + root * noise;
+            x = tamed ? from[d] - tame(eps * step) + root * noise
+                      : from[d] - eps * step + root * noise;
         } else {
-            x = from[d] - eps * gamma * grad[d] + root * root_gamma * z[d];
+            x = tamed ? from[d] - tame(eps * gamma * grad[d]) + root * root_gamma * z[d]
+                      : from[d] - eps * gamma * grad[d] + root * root_gamma * z[d];
         }
         x = mirror ? fabs(x) : x;
         next[d] = x;
@@ -596,6 +622,16 @@ pymf_status pymf_hamcmc_mf_run(pymf_hamcmc_mf *s, int64_t n_iter, const double *
 
 int pymf_hamcmc_mf_gram_len(const pymf_hamcmc_mf *s) { return s->n_max * s->n_max; }
 
+int pymf_hamcmc_mf_quasi_newton(const pymf_hamcmc_mf *s, int64_t t) { return quasi_newton(s, t); }
+
+void pymf_hamcmc_mf_moved(const pymf_hamcmc_mf *s, const double **W, const double **Ht)
+{
+    const int64_t next = s->t + 1;
+    const int slot = window_slot(s, quasi_newton(s, next) ? next - s->M : s->t);
+    *W = W_plane(s, slot);
+    *Ht = H_plane(s, slot);
+}
+
 pymf_status pymf_hamcmc_mf_begin(pymf_hamcmc_mf *s, double *partial, pymf_error *err)
 {
     const int b = s->config.only_row_block;
@@ -705,6 +741,7 @@ pymf_status pymf_hamcmc_mf_products(pymf_hamcmc_mf *s, const double *gW, const d
                 G[i * n + j] = G[j * n + i];
     }
     reduce_gram(s, s->partials, s->gram);
+    drop_concave_pairs(s, s->gram);
     *used = pymf_lbfgs_gram_products(s->M - 1, s->gram, s->config.gamma,
                                      s->config.scaled_gamma, s->coef_step, s->coef_noise,
                                      s->usable, NULL, s->work);

@@ -14,6 +14,7 @@ cdef extern from "pymf/alphamf.h" nogil:
         double b_w
         double a_h
         double b_h
+        int tamed
 
     ctypedef struct pymf_alphamf:
         pass
@@ -30,6 +31,7 @@ cdef extern from "pymf/alphamf.h" nogil:
                                  pymf_error *err)
     pymf_status pymf_alphamf_phi_step(pymf_alphamf *s, int64_t t, int part, pymf_error *err)
     int64_t pymf_alphamf_n_phi(const pymf_alphamf *s)
+    int pymf_alphamf_phi_copies(const pymf_alphamf *s)
     void pymf_alphamf_get_phi(const pymf_alphamf *s, double *out)
     pymf_status pymf_alphamf_set_phi(pymf_alphamf *s, const double *inp, pymf_error *err)
     void pymf_alphamf_counts(const pymf_alphamf *s, int64_t *accepted, int64_t *proposed)

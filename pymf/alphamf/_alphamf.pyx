@@ -37,14 +37,15 @@ def draw_phi(double alpha, uint64_t seed, int64_t n, uint64_t t=1):
 @cython.no_gc_clear
 cdef class AlphaChain(FactorChain):
     """One alpha-stable MF chain over a BlockedData: HAMCMC (memory M) or, with
-    langevin_only, PSGLD's Langevin step for (W, H); update_phi=False keeps Phi fixed."""
+    langevin_only, PSGLD's Langevin step for (W, H); update_phi=False keeps Phi fixed;
+    tamed=False takes the plain (untamed) drift (core/include/pymf/alphamf.h)."""
     cdef pymf_alphamf *state
 
     def __cinit__(self, BlockedData data, int rank, double alpha, double a_w, double b_w,
                   double a_h, double b_h, uint64_t noise_seed, uint64_t schedule_seed,
                   int memory=2, double gamma=1.0, bint scaled_gamma=False, double lam=0.0,
                   bint langevin_only=False, str part_order="random", int n_threads=0,
-                  bint update_phi=True):
+                  bint update_phi=True, bint tamed=True):
         cdef pymf_alphamf_model model
         cdef pymf_hamcmc_mf_config config
         cdef pymf_error err
@@ -57,6 +58,7 @@ cdef class AlphaChain(FactorChain):
         model.b_w = b_w
         model.a_h = a_h
         model.b_h = b_h
+        model.tamed = tamed
         config = chain_config(memory, gamma, scaled_gamma, lam, part_order, noise_seed,
                               schedule_seed, n_threads, -1, langevin_only)
         pymf_error_clear(&err)
@@ -106,8 +108,14 @@ cdef class AlphaChain(FactorChain):
     def part(self, int64_t t):
         return pymf_hamcmc_mf_part(pymf_alphamf_chain(self.state), t)
 
+    @property
+    def phi_copies(self):
+        """Copies of Phi: 1 (PSGLD), M (HAMCMC: one per subchain, core/include/pymf/alphamf.h)."""
+        return int(pymf_alphamf_phi_copies(self.state))
+
     def get_phi(self):
-        """Phi, one per observed entry (dense data: grid-order row-major)."""
+        """Phi, one per observed entry (dense data: grid-order row-major), each copy in turn
+        (phi_copies x n_observed values, flat)."""
         out = np.empty(pymf_alphamf_n_phi(self.state))
         cdef double[::1] o = out
         if out.size:
@@ -115,7 +123,12 @@ cdef class AlphaChain(FactorChain):
         return out
 
     def set_phi(self, values):
-        cdef const double[::1] v = np.ascontiguousarray(values, dtype=np.float64).ravel()
+        """Every copy (get_phi's layout), or one per observed entry for all copies alike."""
+        values = np.ascontiguousarray(values, dtype=np.float64).ravel()
+        copies = pymf_alphamf_phi_copies(self.state)
+        if copies > 1 and values.shape[0] * copies == pymf_alphamf_n_phi(self.state):
+            values = np.tile(values, copies)
+        cdef const double[::1] v = values
         cdef pymf_error err
         if v.shape[0] != pymf_alphamf_n_phi(self.state):
             raise ValueError(f"Phi must hold {pymf_alphamf_n_phi(self.state)} values, got "

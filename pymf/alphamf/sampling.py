@@ -9,7 +9,8 @@ core/include/pymf/alphamf.h).
 
 The run is the NMF family's set-up (pymf.nmf.sampling: validation, block grid, seeds, init,
 the engine's loop, checkpoints) with this family's C chain, whose checkpoint holds the
-(W, H) chain's whole memory, Phi and the count of accepted Phi proposals. The chain is the
+(W, H) chain's whole memory, Phi (HAMCMC: one copy per subchain) and the count of accepted
+Phi proposals. The (W, H) steps are tamed unless AlphaStableNMF(tamed=False). The chain is the
 same for any thread count and a resumed run equals an uninterrupted one.
 
 Samplers: HAMCMC (memory M, gamma, lam, scaled_gamma, blocks, part_order, permute,
@@ -63,7 +64,7 @@ def make_chain(settings, data, model, noise_seed, schedule_seed, batch_size, onl
         options = {"memory": s.memory, "gamma": s.gamma, "scaled_gamma": s.scaled_gamma,
                    "lam": s.lam}
     return AlphaChain(data, model.rank, model.alpha, model.a_w, model.b_w, model.a_h, model.b_h,
-                      noise_seed, schedule_seed, langevin_only=not hamcmc,
+                      noise_seed, schedule_seed, langevin_only=not hamcmc, tamed=model.tamed,
                       part_order=settings.part_order, n_threads=settings.n_threads or 0,
                       **options)
 

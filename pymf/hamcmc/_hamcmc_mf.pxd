@@ -31,6 +31,7 @@ cdef extern from "pymf/hamcmc_mf.h" nogil:
         const void *ctx
         int rank
         int non_negative
+        int tamed
 
     pymf_hamcmc_mf *pymf_hamcmc_mf_create(const pymf_nmf_model *model,
                                           const pymf_blocked_data *data,

@@ -20,14 +20,34 @@
  *
  * One iteration t (1-based): the part Pi_t of the PSGLD grid is chosen as the HAMCMC chain
  * chooses it (pymf/hamcmc_mf.h); every Phi_ij of Pi_t gets one Metropolis step with the prior
- * as proposal at the current state theta_{t-1} (accepted with the ratio of the two Gaussian
- * likelihoods), then (W, H) make one SG-MCMC step given Phi on Pi_t: HAMCMC, or the plain
- * Langevin step of PSGLD (pymf_hamcmc_mf_config.langevin_only), both mirrored at zero.
+ * as proposal at the state the (W, H) step then moves (accepted with the ratio of the two
+ * Gaussian likelihoods), then (W, H) make one SG-MCMC step given Phi on Pi_t: HAMCMC, or the
+ * plain Langevin step of PSGLD (pymf_hamcmc_mf_config.langevin_only), both mirrored at zero.
+ * PSGLD, and HAMCMC up to iteration 2M, move theta_{t-1} and keep one Phi. HAMCMC's
+ * quasi-Newton iterations move theta_{t-M}: the chain is M interleaved subchains, and Phi
+ * has one copy per subchain (t mod M), stepped at theta_{t-M}, so that each subchain is a
+ * Metropolis-within-Gibbs chain and H_t, built from the other subchains' pairs, does not
+ * depend through Phi on the state it moves (with one shared Phi stepped at theta_{t-1} the
+ * 2 x 2 test below was far off). The copies start equal (copy 0 of the first 2M
+ * iterations); checkpoints hold them all.
  * The Phi step's three uniforms of entry e at iteration t are the Philox words of counter
  * {e >> 32, e mod 2^32, t, PYMF_STREAM_PHI} under the chain's noise key: entry e is
  * i J + j in grid order for dense data, the entry's position in the block layout for sparse
  * data. Nothing depends on how the blocks are shared among threads.
  * v is floored at PYMF_ALPHAMF_V_FLOOR (W H = 0 only on the boundary of the orthant).
+ *
+ * Tamed steps (model.tamed, the Python default): the likelihood's gradient in v,
+ * (X^2 / (Phi v^(2/alpha)) - 1) / (alpha v), grows like X^2 / (Phi v^(1 + 2/alpha)) as
+ * v -> 0, so one explicit step from a small v (or under a small Phi just accepted from the
+ * prior) moves W and H by eps times a huge gradient and throws v to 1e3 - 1e10, where the
+ * posterior has no mass and whence the chain returns slowly (on a 2 x 2 problem 1 % of the
+ * draws had some v above 50; a smaller constant step did not remove it). Taming the drift
+ * coordinate-wise, delta -> delta / (1 + |delta|), bounds each move by 1 and changes steps
+ * with a small drift by O(delta^2) only: the same limit as eps -> 0. A tamed HAMCMC chain
+ * also leaves out the memory pairs along which U curves down (pymf_hamcmc_potential). With
+ * both, and HAMCMC's Phi per subchain (above), the PSGLD and HAMCMC chains on that 2 x 2
+ * problem match the exact marginal posterior (tests/test_alphamf.py); the plain steps
+ * (model.tamed = 0) do not.
  */
 #ifndef PYMF_ALPHAMF_H
 #define PYMF_ALPHAMF_H
@@ -44,6 +64,7 @@ typedef struct {
     double alpha;   /* (0, 2] */
     double a_w, b_w; /* GG(a, b, 2 / alpha) of W: a > 0, b > 0 */
     double a_h, b_h;
+    int tamed;      /* nonzero: the (W, H) steps' drift is tamed (pymf_hamcmc_potential) */
 } pymf_alphamf_model;
 
 typedef struct pymf_alphamf pymf_alphamf;
@@ -70,13 +91,16 @@ pymf_hamcmc_mf *pymf_alphamf_chain(pymf_alphamf *s);
  * (W, H) is kept, and the Phi of that iteration's part have taken their step. */
 pymf_status pymf_alphamf_run(pymf_alphamf *s, int64_t n_iter, const double *eps,
                              pymf_error *err);
-/* One Phi step over the entries of `part` at the current (W, H), with iteration t's uniforms
- * (the chain does not move). */
+/* One Phi step over the entries of `part` of the Phi copy of the chain's next iteration, at
+ * the state that iteration moves (pymf_hamcmc_mf_moved), with iteration t's uniforms (the
+ * chain does not move). */
 pymf_status pymf_alphamf_phi_step(pymf_alphamf *s, int64_t t, int part, pymf_error *err);
 
-/* Phi, one per observed entry in the order above (n_observed values). set refuses values
- * that are not positive and finite (PYMF_EINVAL, Phi left as it was). */
+/* Phi, one per observed entry in the order above, for each copy (copy-major: n_copies x
+ * n_observed values). set refuses values that are not positive and finite (PYMF_EINVAL,
+ * Phi left as it was). */
 int64_t pymf_alphamf_n_phi(const pymf_alphamf *s);
+int pymf_alphamf_phi_copies(const pymf_alphamf *s);
 void pymf_alphamf_get_phi(const pymf_alphamf *s, double *out);
 pymf_status pymf_alphamf_set_phi(pymf_alphamf *s, const double *in, pymf_error *err);
 /* Phi proposals accepted and made so far (carried by checkpoints: set_counts). */

@@ -64,13 +64,28 @@ typedef int (*pymf_block_potential_grad)(const void *ctx, const pymf_blocked_dat
                                          int c, double scale, const double *W,
                                          const double *Ht, double *gW, double *gHt);
 
-/* The target of a chain: its gradient by block, the rank, and whether the factors are
- * non-negative (new states mirrored at zero, starts and imports refused when negative). */
+/* The target of a chain: its gradient by block, the rank, whether the factors are
+ * non-negative (new states mirrored at zero, starts and imports refused when negative) and
+ * whether its steps are tamed. A tamed chain moves each coordinate d by the drift
+ * delta_d = eps gamma grad_d (Langevin) or eps (H_t grad)_d (quasi-Newton) divided by
+ * 1 + |delta_d| (coordinate-wise taming: Hutzenthaler, Jentzen & Kloeden 2012; Brosse,
+ * Durmus, Moulines & Sabanis 2019), the noise unchanged. The drift's move is then below 1
+ * per coordinate and step, whatever the gradient; it differs from the plain step by
+ * O(delta^2), so the chain has the same limit as eps -> 0. For potentials whose gradient is
+ * unbounded inside the support (alpha-stable MF near v = 0), where one plain step from a
+ * small v throws the state orders of magnitude away. A tamed quasi-Newton chain also leaves
+ * out the pairs along which U itself curves down, s^T y < lambda s^T s (i.e.
+ * s^T (grad U_t(theta_t) - grad U_t(theta_{t-M})) < 0; counted as skipped): such a pair
+ * passes the s^T y > 0 test only thanks to lambda, and its tiny s^T y puts a huge
+ * eigenvalue into H_t, whose steps and noise along it then throw the state as far (the
+ * alpha-stable likelihood is concave in v for large v). Tweedie chains are plain
+ * (tamed = 0). */
 typedef struct {
     pymf_block_potential_grad grad;
     const void *ctx; /* must outlive the sampler */
     int rank;
     int non_negative;
+    int tamed;
 } pymf_hamcmc_potential;
 
 typedef struct pymf_hamcmc_mf pymf_hamcmc_mf;
@@ -94,12 +109,17 @@ pymf_status pymf_hamcmc_mf_start(pymf_hamcmc_mf *s, const double *W, const doubl
 void pymf_hamcmc_mf_get_state(const pymf_hamcmc_mf *s, double *W, double *Ht, int64_t *t);
 /* The current state in place (grid order; valid until the chain next moves). */
 void pymf_hamcmc_mf_current(const pymf_hamcmc_mf *s, const double **W, const double **Ht);
+/* The state the next iteration t + 1 moves, in place: theta_{t+1-M} for a quasi-Newton
+ * iteration, else theta_t (a family's Gibbs step conditions on it: pymf/alphamf.h). */
+void pymf_hamcmc_mf_moved(const pymf_hamcmc_mf *s, const double **W, const double **Ht);
+/* Whether iteration t is a quasi-Newton one (t > 2M, not langevin_only). */
+int pymf_hamcmc_mf_quasi_newton(const pymf_hamcmc_mf *s, int64_t t);
 /* The Philox key of the noise (other draws of a family's iteration use it with their own
  * stream). */
 uint64_t pymf_hamcmc_mf_noise_seed(const pymf_hamcmc_mf *s);
 void pymf_hamcmc_mf_set_threads(pymf_hamcmc_mf *s, int n_threads);
-/* Memory pairs left out of the quasi-Newton steps because s^T y <= 0 (each pair counted at
- * its first use). */
+/* Memory pairs left out of the quasi-Newton steps because s^T y <= 0, or for a tamed
+ * potential s^T y < lambda s^T s (each pair counted at its first use). */
 int64_t pymf_hamcmc_mf_skipped_pairs(const pymf_hamcmc_mf *s);
 /* The part used at iteration t. */
 int pymf_hamcmc_mf_part(const pymf_hamcmc_mf *s, int64_t t);
