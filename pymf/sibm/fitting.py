@@ -50,6 +50,26 @@ def _start(chain, model, X, rng, init):
                     np.zeros(L, np.int64), np.zeros(M, np.int64), 0, int(chain.counters()[1]))
 
 
+def prepare_chain(model, X, method, seed, init=None):
+    """The C chain a fit starts from, at its starting state: (chain, settings, draw_seed),
+    settings being the C configuration's (sampling, batch_size, batch_start, batch_min,
+    batch_max, theta_delta, tau0, kappa). X: a BinaryMatrix; seed: an int (resolved).
+    Also bench/sibm_large.py's, which hands the same start to a C executable."""
+    draw_child, init_child = seed_sequence(seed).spawn(2)
+    draw_seed = int(draw_child.generate_state(1, np.uint64)[0])
+    if isinstance(method, BatchVB):
+        settings = ("uniform", 1, 1, 1, 1, 1.0, 1.0, 1.0)
+    else:
+        fixed = 0 if method.batch_size == "auto" else method.batch_size
+        start, low, high = method.sizes(*X.shape)
+        settings = (method.sampling, fixed, start, low, high, method.theta_delta, method.tau0,
+                    method.kappa)
+    chain = _sibm.Chain(X.row_ptr, X.col_idx, X.shape[1], model.rank, model.prior(), *settings,
+                        draw_seed, method.n_threads)
+    _start(chain, model, X, np.random.default_rng(init_child), init)
+    return chain, settings, draw_seed
+
+
 def fit_sibm(model, data, method, n_updates=1000, seed=None, init=None, test=None,
              trace_every=None, checkpoint=None, checkpoint_every=None, progress=None,
              callback=None):
@@ -67,18 +87,7 @@ def fit_sibm(model, data, method, n_updates=1000, seed=None, init=None, test=Non
     if trace_every is None:
         trace_every = 1 if batch else min(100, n_updates)
     seed = resolve_seed(seed)
-    draw_child, init_child = seed_sequence(seed).spawn(2)
-    draw_seed = int(draw_child.generate_state(1, np.uint64)[0])
-    if batch:
-        settings = ("uniform", 1, 1, 1, 1, 1.0, 1.0, 1.0)
-    else:
-        fixed = 0 if method.batch_size == "auto" else method.batch_size
-        start, low, high = method.sizes(*X.shape)
-        settings = (method.sampling, fixed, start, low, high, method.theta_delta, method.tau0,
-                    method.kappa)
-    chain = _sibm.Chain(X.row_ptr, X.col_idx, X.shape[1], model.rank, model.prior(), *settings,
-                        draw_seed, method.n_threads)
-    _start(chain, model, X, np.random.default_rng(init_child), init)
+    chain = prepare_chain(model, X, method, seed, init)[0]
     kernel = SIBMKernel(chain, batch, test, X.shape, model.rank)
     plan = driver.Plan(n_updates, 0, n_updates, trace_every, checkpoint_every=checkpoint_every,
                        trace_at_start=True)
