@@ -61,21 +61,18 @@ def test_load_finds_a_family_nobody_imported(tmp_path):
     assert np.array_equal(np.array(got[1]), res.U_mean)
 
 
-NAME = ("def name(t):\n"
-        "    return '|'.join(x.__name__ for x in (t if isinstance(t, tuple) else (t,)))\n")
+LISTINGS = ("import json, pymf.engine.registry as r\n"
+            "name = lambda t: '|'.join(x.__name__ for x in (t if isinstance(t, tuple) else (t,)))\n"
+            "print(json.dumps([[c[0] for c in r.commands()], "
+            "sorted(f'{name(m)}/{name(s)}' for m, s in r.pairs('sample'))]))")
 
 
 def test_listings_name_every_family_in_a_fresh_process():
     # the registry's listings import the declared families: the CLI's commands and the
-    # (model, sampler) pairs are the same as in this process, which imported them all
-    namespace = {}
-    exec(NAME, namespace)
-    name = namespace["name"]
-    expected = [command for command, *_ in pymf.engine.registry.commands()]
-    pairs = sorted(f"{name(m)}/{name(s)}" for m, s in pymf.engine.registry.pairs("sample"))
-    got = fresh(NAME + "import json, pymf.engine.registry as r\n"
-                "print(json.dumps([[c[0] for c in r.commands()], "
-                "sorted(f'{name(m)}/{name(s)}' for m, s in r.pairs('sample'))]))")
+    # (model, sampler) pairs are the same as in a process that imported them all first
+    everything = "import " + ", ".join(FAMILIES) + "\n"
+    expected, pairs = fresh(everything + LISTINGS)
+    got = fresh(LISTINGS)
     assert got == [expected, pairs]
     models = {pair.split("/")[0] for pair in pairs}
     assert {"TweedieNMF", "BPMF", "LinearGaussian", "IBPLinearGaussian",

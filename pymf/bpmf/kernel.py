@@ -49,6 +49,11 @@ class ChainsKernel(Kernel):
     means; the trace holds the chains' mean training RMSE and the test RMSE of the running
     mean prediction (NaN before the first kept draw: a single sample's is never reported).
     """
+
+    # the per-row bound of step_size="auto": its plan (info, first round) and, once
+    # measured, its factors; None where the run has none
+    row_plan = None
+    row_steps = None
     test = None
 
     @property
@@ -94,14 +99,14 @@ class ChainsKernel(Kernel):
 
     def snapshot(self):
         state = self.checkpoint_state()
-        if getattr(self, "row_steps", None) is not None:
+        if self.row_steps is not None:
             for key, value in zip(_ROW_STEP_KEYS, self.row_steps):
                 state[key] = value
         return state
 
     def restore(self, arrays):
         self.restore_state(arrays)
-        if _ROW_STEP_KEYS[0] in arrays and getattr(self, "row_plan", None) is not None:
+        if _ROW_STEP_KEYS[0] in arrays and self.row_plan is not None:
             self._set_row_steps(*(np.asarray(arrays[key], dtype=np.float64)
                                   for key in _ROW_STEP_KEYS))
 
@@ -128,7 +133,7 @@ class ChainsKernel(Kernel):
         """Measure and set the row factors if round next_round is the first to use them
         (or a later one, and they are missing): the curvature is the chains' mean at their
         state after round next_round - 1, each chain with its own tau."""
-        plan = getattr(self, "row_plan", None)
+        plan = self.row_plan
         if plan is None or self.row_steps is not None or next_round < plan[1]:
             return
         info = plan[0]
@@ -328,7 +333,7 @@ class BPMFKernel(ChainsKernel):
             self.c.run(len(steps))
             self.t += len(steps)
             return
-        plan = getattr(self, "row_plan", None)
+        plan = self.row_plan
         if plan is not None and self.row_steps is None:
             # the rounds before the first bounded one, then the factors at that state
             before = min(max(plan[1] - 1 - self.t, 0), len(steps))
