@@ -35,6 +35,7 @@ typedef struct {
     int has_tail;           /* collapsed block on its rows in this iteration */
     block tail;             /* the tail (hybrid) or every feature (collapsed Gibbs) */
     double *e;              /* scratch: D */
+    double *residuals;      /* hybrid: n_rows x D, y - z A of every row in the first stage */
     pymf_status status;
     int64_t bad_row;
 } process;
@@ -894,6 +895,7 @@ void pymf_ibp_destroy(pymf_ibp *s)
         for (int q = 0; q < s->config.n_local; ++q) {
             block_free(&s->procs[q].tail);
             free(s->procs[q].e);
+            free(s->procs[q].residuals);
             if (s->procs[q].rng != NULL)
                 gsl_rng_free(s->procs[q].rng);
         }
@@ -1020,7 +1022,10 @@ pymf_ibp *pymf_ibp_create(const pymf_ibp_data *data, const pymf_ibp_prior *prior
         pr->n_rows = process_start(s->N, P, pr->index + 1) - r0 - pr->row0;
         pr->rng = gsl_rng_alloc(gsl_rng_mt19937);
         pr->e = calloc((size_t)D, sizeof(double));
-        if (pr->rng == NULL || pr->e == NULL || !block_init(&pr->tail, pr->n_rows, D, 8)) {
+        if (!config->collapsed)
+            pr->residuals = malloc(sizeof(double) * (size_t)(pr->n_rows > 0 ? pr->n_rows : 1) * D);
+        if (pr->rng == NULL || pr->e == NULL || (!config->collapsed && pr->residuals == NULL) ||
+            !block_init(&pr->tail, pr->n_rows, D, 8)) {
             pymf_ibp_destroy(s);
             return pymf_fail(err, PYMF_ENOMEM, "out of memory"), NULL;
         }
@@ -1263,11 +1268,14 @@ static void instantiated_sweeps(pymf_ibp *s, process *pr)
     for (int64_t i = pr->row0; i < pr->row0 + pr->n_rows; ++i)
         for (int k = 0; k < s->K; ++k)
             counts[k] += s->Z[i * s->cap + k];
+    /* every row's residual once: the flips keep it current (one axpy of A_k per flip taken)
+     * through the L sub-iterations, instead of recomputing y - z A before each row's turn */
+    const int D = s->D;
+    for (int64_t j = 0; j < pr->n_rows; ++j)
+        residual(s, pr->row0 + j, pr->residuals + j * D);
     for (int l = 0; l < s->config.sub_iterations; ++l)
-        for (int64_t j = 0; j < pr->n_rows; ++j) {
-            residual(s, pr->row0 + j, pr->e);
-            flip_instantiated(s, pr, pr->row0 + j, pr->e, sx2, counts);
-        }
+        for (int64_t j = 0; j < pr->n_rows; ++j)
+            flip_instantiated(s, pr, pr->row0 + j, pr->residuals + j * D, sx2, counts);
     free(counts);
 }
 
