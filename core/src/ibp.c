@@ -383,14 +383,26 @@ static int block_row(block *b, int64_t i, int sign)
     return 1;
 }
 
-static double gauss_logpdf_iso(const double *y, const double *mu, int D, double var)
+/* ||y - mu||^2 */
+static double squared_distance(const double *y, const double *mu, int D)
 {
     double ss = 0.0;
     for (int d = 0; d < D; ++d) {
         const double e = y[d] - mu[d];
         ss += e * e;
     }
+    return ss;
+}
+
+/* log N(y; mu, var I) given ss = ||y - mu||^2 */
+static double gauss_logpdf_ss(double ss, int D, double var)
+{
     return -0.5 * D * log(TWO_PI * var) - 0.5 * ss / var;
+}
+
+static double gauss_logpdf_iso(const double *y, const double *mu, int D, double var)
+{
+    return gauss_logpdf_ss(squared_distance(y, mu, D), D, var);
 }
 
 /* Appends an empty feature: its row and column of M are e / r (no row owns it). */
@@ -464,11 +476,16 @@ static int block_gibbs_row(block *b, int64_t i, const double *y, double N, doubl
     }
     /* new features: replace the k_old singletons by k_new ~ Poisson(alpha / N) */
     const unsigned int k_new = gsl_ran_poisson(rng, alpha / N);
-    const double base = sx2 * (1.0 + v);
-    const double log_ratio = gauss_logpdf_iso(y, mu, D, base + k_new * sa2) -
-                             gauss_logpdf_iso(y, mu, D, base + k_old * sa2);
-    const int accept = log_ratio >= 0.0 || gsl_rng_uniform(rng) < exp(log_ratio);
-    const int k_final = accept ? (int)k_new : k_old;
+    int k_final = k_old;
+    /* k_new == k_old (no singleton and no birth: nearly every row, alpha / N being small)
+     * gives log_ratio = 0 exactly, an acceptance that draws no uniform: nothing to compute */
+    if ((int)k_new != k_old) {
+        const double base = sx2 * (1.0 + v), ss = squared_distance(y, mu, D);
+        const double log_ratio = gauss_logpdf_ss(ss, D, base + k_new * sa2) -
+                                 gauss_logpdf_ss(ss, D, base + k_old * sa2);
+        if (log_ratio >= 0.0 || gsl_rng_uniform(rng) < exp(log_ratio))
+            k_final = (int)k_new;
+    }
     if (!block_reserve(b, K + k_final))
         return 0;
     for (int c = 0; c < k_final; ++c) {
