@@ -35,6 +35,7 @@ typedef struct {
     int has_tail;           /* collapsed block on its rows in this iteration */
     block tail;             /* the tail (hybrid) or every feature (collapsed Gibbs) */
     double *e;              /* scratch: D */
+    double *residuals;      /* hybrid: n_rows x D, y - z A of every row in the first stage */
     pymf_status status;
     int64_t bad_row;
 } process;
@@ -110,13 +111,17 @@ static void cholesky_solve(const double *L, int K, int ld, double *b, int n_rhs)
     }
 }
 
-/* out = (Z'Z + rI) of rows of Z (n x ldz, first K columns); only the ones are visited. */
-static void gram(const double *Z, int64_t n, int K, int ldz, double r, double *out, int ld)
+/* out = (Z'Z + rI) of the rows of Z (n x ldz, first K columns) that skip (or NULL) does not
+ * mark; only the ones are visited. */
+static void gram_rows(const double *Z, int64_t n, int K, int ldz, double r,
+                      const unsigned char *skip, double *out, int ld)
 {
     for (int a = 0; a < K; ++a)
         for (int b = 0; b < K; ++b)
             out[a * ld + b] = a == b ? r : 0.0;
     for (int64_t i = 0; i < n; ++i) {
+        if (skip != NULL && skip[i])
+            continue;
         const double *z = Z + i * ldz;
         for (int a = 0; a < K; ++a) {
             if (z[a] == 0.0)
@@ -125,6 +130,11 @@ static void gram(const double *Z, int64_t n, int K, int ldz, double r, double *o
                 out[a * ld + b] += z[b];
         }
     }
+}
+
+static void gram(const double *Z, int64_t n, int K, int ldz, double r, double *out, int ld)
+{
+    gram_rows(Z, n, K, ldz, r, NULL, out, ld);
 }
 
 pymf_status pymf_ibp_rank_one(double *M, int K, const double *z, int sign, double *logdet_inv,
@@ -267,6 +277,30 @@ static void block_delete(block *b, int k)
     b->K = K - 1;
 }
 
+/* M, Abar and logdet from P = Z'Z + rI (K x K, row-major, destroyed: its Cholesky factor
+ * is left there) and the block's S; returns 0 if P is not positive definite. */
+static int block_factor(block *b, double *L)
+{
+    const int K = b->K, cap = b->cap, D = b->D;
+    if (!cholesky(L, K, K))
+        return 0;
+    b->logdet = 0.0;
+    for (int a = 0; a < K; ++a)
+        b->logdet += 2.0 * log(L[a * K + a]);
+    /* M = P^-1 column by column, Abar = P^-1 S */
+    double *col = b->Mz;
+    for (int c = 0; c < K; ++c) {
+        for (int a = 0; a < K; ++a)
+            col[a] = a == c ? 1.0 : 0.0;
+        cholesky_solve(L, K, K, col, 1);
+        for (int a = 0; a < K; ++a)
+            b->M[(int64_t)a * cap + c] = col[a];
+    }
+    memcpy(b->Abar, b->S, sizeof(double) * (size_t)K * D);
+    cholesky_solve(L, K, K, b->Abar, D);
+    return 1;
+}
+
 /* M, S, Abar, logdet and the counts recomputed from Z and the stored Y. */
 static int block_refresh(block *b, double r)
 {
@@ -288,26 +322,9 @@ static int block_refresh(block *b, double r)
             if (z[a] != 0.0)
                 pymf_axpy(D, 1.0, b->Y + i * D, b->S + (int64_t)a * D);
     }
-    if (!cholesky(L, K, K)) {
-        free(L);
-        return 0;
-    }
-    b->logdet = 0.0;
-    for (int a = 0; a < K; ++a)
-        b->logdet += 2.0 * log(L[a * K + a]);
-    /* M = P^-1 column by column, Abar = P^-1 S */
-    double *col = b->Mz;
-    for (int c = 0; c < K; ++c) {
-        for (int a = 0; a < K; ++a)
-            col[a] = a == c ? 1.0 : 0.0;
-        cholesky_solve(L, K, K, col, 1);
-        for (int a = 0; a < K; ++a)
-            b->M[(int64_t)a * cap + c] = col[a];
-    }
-    memcpy(b->Abar, b->S, sizeof(double) * (size_t)K * D);
-    cholesky_solve(L, K, K, b->Abar, D);
+    const int ok = block_factor(b, L);
     free(L);
-    return 1;
+    return ok;
 }
 
 /* Mz = M z over the block's features; returns z'Mz. */
@@ -366,14 +383,26 @@ static int block_row(block *b, int64_t i, int sign)
     return 1;
 }
 
-static double gauss_logpdf_iso(const double *y, const double *mu, int D, double var)
+/* ||y - mu||^2 */
+static double squared_distance(const double *y, const double *mu, int D)
 {
     double ss = 0.0;
     for (int d = 0; d < D; ++d) {
         const double e = y[d] - mu[d];
         ss += e * e;
     }
+    return ss;
+}
+
+/* log N(y; mu, var I) given ss = ||y - mu||^2 */
+static double gauss_logpdf_ss(double ss, int D, double var)
+{
     return -0.5 * D * log(TWO_PI * var) - 0.5 * ss / var;
+}
+
+static double gauss_logpdf_iso(const double *y, const double *mu, int D, double var)
+{
+    return gauss_logpdf_ss(squared_distance(y, mu, D), D, var);
 }
 
 /* Appends an empty feature: its row and column of M are e / r (no row owns it). */
@@ -447,11 +476,16 @@ static int block_gibbs_row(block *b, int64_t i, const double *y, double N, doubl
     }
     /* new features: replace the k_old singletons by k_new ~ Poisson(alpha / N) */
     const unsigned int k_new = gsl_ran_poisson(rng, alpha / N);
-    const double base = sx2 * (1.0 + v);
-    const double log_ratio = gauss_logpdf_iso(y, mu, D, base + k_new * sa2) -
-                             gauss_logpdf_iso(y, mu, D, base + k_old * sa2);
-    const int accept = log_ratio >= 0.0 || gsl_rng_uniform(rng) < exp(log_ratio);
-    const int k_final = accept ? (int)k_new : k_old;
+    int k_final = k_old;
+    /* k_new == k_old (no singleton and no birth: nearly every row, alpha / N being small)
+     * gives log_ratio = 0 exactly, an acceptance that draws no uniform: nothing to compute */
+    if ((int)k_new != k_old) {
+        const double base = sx2 * (1.0 + v), ss = squared_distance(y, mu, D);
+        const double log_ratio = gauss_logpdf_ss(ss, D, base + k_new * sa2) -
+                                 gauss_logpdf_ss(ss, D, base + k_old * sa2);
+        if (log_ratio >= 0.0 || gsl_rng_uniform(rng) < exp(log_ratio))
+            k_final = (int)k_new;
+    }
     if (!block_reserve(b, K + k_final))
         return 0;
     for (int c = 0; c < k_final; ++c) {
@@ -624,13 +658,15 @@ static double allocate_rows(block *b, int64_t i, int64_t j, int a, int c, const 
 typedef struct {
     int64_t *rows;          /* the owners other than the anchors */
     unsigned char *bits;    /* their (z_a, z_c) before a merge, to undo it */
+    unsigned char *taken;   /* per row of the block: 1 while a proposal holds it out */
     int *fi, *fj;           /* the anchors' features */
+    double *gram;           /* Z'Z + rI of the rows in the block (features x features) */
     block_copy before, out, merged;
 } sm_work;
 
 static void sm_work_free(sm_work *w)
 {
-    free(w->rows); free(w->bits); free(w->fi); free(w->fj);
+    free(w->rows); free(w->bits); free(w->taken); free(w->fi); free(w->fj); free(w->gram);
     block_copy_free(&w->before);
     block_copy_free(&w->out);
     block_copy_free(&w->merged);
@@ -655,14 +691,36 @@ static void shuffle_rows(gsl_rng *rng, int64_t *rows, int64_t n_rows)
         gsl_ran_shuffle(rng, rows, (size_t)n_rows, sizeof(int64_t));
 }
 
-static int take_out(block *b, int64_t i, int64_t j, const int64_t *rows, int64_t n_rows)
+/* S and the counts gain (sign +1) or lose (-1) row i's terms, as block_row changes them. */
+static void block_row_sums(block *b, int64_t i, int sign)
 {
-    if (!block_row(b, i, -1) || !block_row(b, j, -1))
-        return 0;
-    for (int64_t u = 0; u < n_rows; ++u)
-        if (!block_row(b, rows[u], -1))
-            return 0;
-    return 1;
+    const double *z = b->Z + i * b->cap, *y = b->Y + i * b->D;
+    for (int a = 0; a < b->K; ++a)
+        if (z[a] != 0.0) {
+            pymf_axpy(b->D, (double)sign, y, b->S + (int64_t)a * b->D);
+            b->m[a] += sign;
+        }
+}
+
+/* Takes the anchors i, j and w->rows[0..n_rows) out of (sign -1) or puts them into (+1) a
+ * block that holds every other row. S and the counts change row by row in that order (the
+ * same sums as a rank-one update per row); M, Abar and logdet are factorised afresh from
+ * the Gram matrix of the rows then in the block. A proposal moves the hundreds of owners
+ * of a feature at N = 1000: one O(N nnz K + K^3 + K^2 D) pass replaces a rank-one update
+ * of M and Abar per row (O(K^2 + K D) each), the larger part of the moves' cost. */
+static int move_rows(block *b, sm_work *w, int64_t i, int64_t j, int64_t n_rows, int sign,
+                     double r)
+{
+    const unsigned char out = sign < 0;
+    w->taken[i] = w->taken[j] = out;
+    block_row_sums(b, i, sign);
+    block_row_sums(b, j, sign);
+    for (int64_t u = 0; u < n_rows; ++u) {
+        w->taken[w->rows[u]] = out;
+        block_row_sums(b, w->rows[u], sign);
+    }
+    gram_rows(b->Z, b->n, b->K, b->cap, r, w->taken, w->gram, b->K);
+    return block_factor(b, w->gram);
 }
 
 static int metropolis(double log_ratio, gsl_rng *rng)
@@ -682,8 +740,12 @@ static int propose_split(block *b, sm_work *w, int64_t i, int64_t j, int k, doub
         return -1;
     const int64_t n_rows = owners(b, k, -1, i, j, w->rows);
     shuffle_rows(rng, w->rows, n_rows);
-    if (!take_out(b, i, j, w->rows, n_rows) || !block_add_empty(b, r))
+    if (!move_rows(b, w, i, j, n_rows, -1, r) || !block_add_empty(b, r))
         return -1;
+    /* allocate_rows puts the rows back one by one (each draw needs the rows before it) */
+    w->taken[i] = w->taken[j] = 0;
+    for (int64_t u = 0; u < n_rows; ++u)
+        w->taken[w->rows[u]] = 0;
     const int c = b->K - 1;
     b->Z[j * b->cap + k] = 0.0;
     b->Z[j * b->cap + c] = 1.0;
@@ -745,15 +807,13 @@ static int propose_merge(block *b, sm_work *w, int64_t i, int64_t j, int k, int 
     const int64_t n_rows = owners(b, k, l, i, j, w->rows);
     shuffle_rows(rng, w->rows, n_rows);
     const double log_u = log(gsl_rng_uniform(rng));
-    if (!take_out(b, i, j, w->rows, n_rows) || !block_save(b, &w->out))
+    const double r = sx2 / sa2;
+    if (!move_rows(b, w, i, j, n_rows, -1, r) || !block_save(b, &w->out))
         return -1;
     /* merged: every owner of k or l owns k; l stays, empty, until the move is accepted */
     merge_columns(b, w, j, k, l, n_rows);
-    if (!block_row(b, i, +1) || !block_row(b, j, +1))
+    if (!move_rows(b, w, i, j, n_rows, +1, r))
         return -1;
-    for (int64_t u = 0; u < n_rows; ++u)
-        if (!block_row(b, w->rows[u], +1))
-            return -1;
     const double log_prior = log_feature_prior(b->m[k], N) - log(alpha) -
                              log_feature_prior(mk, N) - log_feature_prior(ml, N);
     const double partial = log_prior + block_evidence(b, sx2, sa2) - before;
@@ -778,7 +838,7 @@ static int propose_merge(block *b, sm_work *w, int64_t i, int64_t j, int k, int 
         block_load(b, &w->merged);
     }
     block_delete(b, l);
-    b->logdet -= log(sx2 / sa2);
+    b->logdet -= log(r);
     return 1;
 }
 
@@ -792,11 +852,15 @@ static int split_merge(block *b, int n_proposals, double N, double alpha, double
         return 1;
     sm_work w;
     memset(&w, 0, sizeof w);
+    /* every accepted split adds one feature */
+    const size_t most_features = (size_t)(b->K + n_proposals + 1);
     w.rows = malloc(sizeof(int64_t) * (size_t)b->n);
     w.bits = malloc((size_t)b->n);
-    w.fi = malloc(sizeof(int) * (size_t)(b->K + n_proposals + 1));
-    w.fj = malloc(sizeof(int) * (size_t)(b->K + n_proposals + 1));
-    int ok = w.rows && w.bits && w.fi && w.fj;
+    w.taken = calloc((size_t)b->n, 1);
+    w.fi = malloc(sizeof(int) * most_features);
+    w.fj = malloc(sizeof(int) * most_features);
+    w.gram = malloc(sizeof(double) * most_features * most_features);
+    int ok = w.rows && w.bits && w.taken && w.fi && w.fj && w.gram;
     for (int p = 0; ok && p < n_proposals; ++p) {
         const int64_t i = (int64_t)gsl_rng_uniform_int(rng, (unsigned long)b->n);
         int64_t j = (int64_t)gsl_rng_uniform_int(rng, (unsigned long)(b->n - 1));
@@ -848,6 +912,7 @@ void pymf_ibp_destroy(pymf_ibp *s)
         for (int q = 0; q < s->config.n_local; ++q) {
             block_free(&s->procs[q].tail);
             free(s->procs[q].e);
+            free(s->procs[q].residuals);
             if (s->procs[q].rng != NULL)
                 gsl_rng_free(s->procs[q].rng);
         }
@@ -974,7 +1039,10 @@ pymf_ibp *pymf_ibp_create(const pymf_ibp_data *data, const pymf_ibp_prior *prior
         pr->n_rows = process_start(s->N, P, pr->index + 1) - r0 - pr->row0;
         pr->rng = gsl_rng_alloc(gsl_rng_mt19937);
         pr->e = calloc((size_t)D, sizeof(double));
-        if (pr->rng == NULL || pr->e == NULL || !block_init(&pr->tail, pr->n_rows, D, 8)) {
+        if (!config->collapsed)
+            pr->residuals = malloc(sizeof(double) * (size_t)(pr->n_rows > 0 ? pr->n_rows : 1) * D);
+        if (pr->rng == NULL || pr->e == NULL || (!config->collapsed && pr->residuals == NULL) ||
+            !block_init(&pr->tail, pr->n_rows, D, 8)) {
             pymf_ibp_destroy(s);
             return pymf_fail(err, PYMF_ENOMEM, "out of memory"), NULL;
         }
@@ -1217,11 +1285,14 @@ static void instantiated_sweeps(pymf_ibp *s, process *pr)
     for (int64_t i = pr->row0; i < pr->row0 + pr->n_rows; ++i)
         for (int k = 0; k < s->K; ++k)
             counts[k] += s->Z[i * s->cap + k];
+    /* every row's residual once: the flips keep it current (one axpy of A_k per flip taken)
+     * through the L sub-iterations, instead of recomputing y - z A before each row's turn */
+    const int D = s->D;
+    for (int64_t j = 0; j < pr->n_rows; ++j)
+        residual(s, pr->row0 + j, pr->residuals + j * D);
     for (int l = 0; l < s->config.sub_iterations; ++l)
-        for (int64_t j = 0; j < pr->n_rows; ++j) {
-            residual(s, pr->row0 + j, pr->e);
-            flip_instantiated(s, pr, pr->row0 + j, pr->e, sx2, counts);
-        }
+        for (int64_t j = 0; j < pr->n_rows; ++j)
+            flip_instantiated(s, pr, pr->row0 + j, pr->residuals + j * D, sx2, counts);
     free(counts);
 }
 
