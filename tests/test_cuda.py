@@ -684,3 +684,21 @@ def test_gpu_posterior_mean_matches_cpu():
         draws[backend] = batch_means(np.stack(chains))
     z = z_scores(*draws["cuda"], *draws["cpu"]).ravel()
     assert np.all(np.abs(z) < bonferroni_z(1e-3, z.size))
+
+
+def test_gpu_auto_step_is_the_stability_rule_alone_and_says_so(shim_as_gpu):
+    """PSGLD's per-row bound (pymf.engine.autostep, point 5) is the CPU chain's: the GPU
+    chain's "auto" runs the stability rule's step alone, records why in
+    params["auto_step"]["per_row"], and is the CPU chain of AutoStep(per_row=False)."""
+    data = poisson_nmf_data(40, 36, 4, False)
+    model = pymf.TweedieNMF(4)
+    runs = {backend: pymf.sample(model, data, pymf.PSGLD(blocks=4, backend=backend,
+                                                         step_size=step),
+                                 n_samples=20, burnin=10, thin=2, seed=2, progress=False)
+            for backend, step in (("cuda", "auto"), ("cpu", pymf.AutoStep(per_row=False)))}
+    chosen = runs["cuda"].params["auto_step"]
+    assert "GPU" in chosen["per_row"] and "row_noise" not in chosen
+    assert chosen["eps"] == runs["cpu"].params["auto_step"]["eps"]
+    assert np.array_equal(runs["cuda"].W_samples, runs["cpu"].W_samples)
+    assert "row_noise" in pymf.sample(model, data, pymf.PSGLD(blocks=4), n_samples=2,
+                                      burnin=1, seed=2, progress=False).params["auto_step"]

@@ -130,6 +130,49 @@ cdef class LangevinChain(FactorChain):
         check(&err)
         return pymf_langevin_phi(self.chain)
 
+    def set_row_steps(self, step_W, step_Ht, int64_t from_t=1):
+        """Per-coordinate step factors c in (0, 1] (grid order: I x K for W, J x K for H^T)
+        used from iteration from_t on (pymf_langevin_set_row_steps); None for both removes
+        them."""
+        cdef pymf_error err
+        cdef double[:, ::1] sw
+        cdef double[:, ::1] sh
+        pymf_error_clear(&err)
+        if step_W is None and step_Ht is None:
+            pymf_langevin_set_row_steps(self.chain, NULL, NULL, 0, &err)
+            check(&err)
+            return
+        sw = np.ascontiguousarray(step_W, dtype=np.float64)
+        sh = np.ascontiguousarray(step_Ht, dtype=np.float64)
+        if (sw.shape[0] != self.data.grid.n_rows or sh.shape[0] != self.data.grid.n_cols
+                or sw.shape[1] != self.rank or sh.shape[1] != self.rank):
+            raise ValueError(f"row step factors must be {self.data.grid.n_rows} x {self.rank} "
+                             f"and {self.data.grid.n_cols} x {self.rank}")
+        pymf_langevin_set_row_steps(self.chain, &sw[0, 0], &sh[0, 0], from_t, &err)
+        check(&err)
+
+    def fisher_rows(self, int row_block, fisher_Ht):
+        """The likelihood's Fisher curvature at phi = 1 over this chain's entries of row
+        piece row_block (pymf_langevin_fisher_rows): returns that piece's rows' K x K
+        matrices and adds the columns' into fisher_Ht (J x K x K, C-contiguous float64)."""
+        cdef pymf_error err
+        cdef int64_t r0, r1
+        if not 0 <= row_block < self.data.grid.n_blocks:
+            raise ValueError("row_block must be a row piece of the grid")
+        r0 = self.data.grid.row_start[row_block]
+        r1 = self.data.grid.row_start[row_block + 1]
+        out = np.empty((r1 - r0, self.rank, self.rank))
+        cdef double[:, :, ::1] fw = out
+        cdef double[:, :, ::1] fh = fisher_Ht
+        if fh.shape[0] != self.data.grid.n_cols or fh.shape[1] != self.rank or fh.shape[2] != self.rank:
+            raise ValueError(f"fisher_Ht must be {self.data.grid.n_cols} x {self.rank} x {self.rank}")
+        pymf_error_clear(&err)
+        with nogil:
+            pymf_langevin_fisher_rows(self.chain, row_block, &fw[0, 0, 0] if r1 > r0 else NULL,
+                                      &fh[0, 0, 0], &err)
+        check(&err)
+        return out
+
     def part(self, int64_t t):
         """The part PSGLD uses at iteration t (1-based)."""
         return pymf_langevin_part(self.chain, t)

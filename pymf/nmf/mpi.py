@@ -221,7 +221,7 @@ class RingKernel(FactorKernel):
         return int(self.col_start[piece]), int(self.col_start[piece + 1])
 
     # ---- running ----
-    def run(self, steps):
+    def _run_units(self, steps):
         self._loglik = self._gathered = None
         start = self.counter
         saved = self._save()  # where to go back to after a divergence
@@ -233,6 +233,23 @@ class RingKernel(FactorKernel):
             raise DivergenceError(
                 f"the chain diverged at iteration {first} (a parameter became infinite or NaN; "
                 "try a smaller step size); the last finite state is kept", iteration=first)
+
+    def _fisher_factors(self):
+        """PSGLD's per-row step factors as shared memory measures them: the whole H
+        gathered into every rank's chain, each rank's Fisher curvature of its row piece
+        (its rows of W: their factors, gathered in rank order = grid order), and H^T's
+        buffer passed from rank 0 to rank B - 1, each adding its piece's entries in turn as
+        shared memory adds its row pieces (the same bits), then broadcast."""
+        comm, B, K = self.comm, self.B, self.model.rank
+        self._load_whole_H(self.grid_state()[1])
+        fisher_Ht = np.zeros((self.shape[1], K, K))
+        if self.rank > 0:
+            comm.Recv(fisher_Ht, source=self.rank - 1, tag=1)
+        mine = self._row_step_factors(self.chain.fisher_rows(self.rank, fisher_Ht))
+        if self.rank < B - 1:
+            comm.Send(fisher_Ht, dest=self.rank + 1, tag=1)
+        comm.Bcast(fisher_Ht, root=B - 1)
+        return np.concatenate(comm.allgather(mine)), self._row_step_factors(fisher_Ht)
 
     def _save(self):
         """What _rewind needs to bring this rank's chain back to where a call began."""
@@ -503,6 +520,8 @@ def sample_ring(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ou
     row_start, col_start = local.row_start, local.col_start
     kernel = kernel_class(comm, chain, grid, model, test if rank == 0 else None, row_start,
                           col_start)
+    if auto_step is not None and "row_noise" in auto_step:
+        kernel.plan_row_steps(auto_step)  # PSGLD's per-row bound, measured collectively
 
     def on_rank0(info):
         # a KeyboardInterrupt raised by the callback is a Ctrl-C (as in shared memory): every

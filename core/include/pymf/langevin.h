@@ -94,6 +94,26 @@ pymf_status pymf_langevin_draw_phi(pymf_langevin *sampler, double half_rss_total
 double pymf_langevin_phi(const pymf_langevin *sampler);
 pymf_status pymf_langevin_set_phi(pymf_langevin *sampler, double phi, pymf_error *err);
 
+/* Per-coordinate step factors (PSGLD's per-row bound, pymf.engine.autostep point 5): from
+ * iteration from_t on, coordinate e of W (I x K) and of H^T (J x K) moves with the step
+ * eps * c_e, drift eps c_e g_e and noise N(0, 2 eps c_e): a constant diagonal preconditioner,
+ * which leaves the posterior stationary without a correction term. step_W, step_Ht (grid
+ * order, every row, each c in (0, 1]) are copied; NULL for both removes them. Before from_t
+ * and without factors the chain runs the unchanged code (the same bits as before). */
+pymf_status pymf_langevin_set_row_steps(pymf_langevin *sampler, const double *step_W,
+                                        const double *step_Ht, int64_t from_t, pymf_error *err);
+
+/* The Fisher (Gauss-Newton) curvature of the likelihood, row by row, over the entries of
+ * row piece `row_block` held by this chain, at the current state and phi = 1: for each
+ * entry (i, j), weight mu_ij^(beta - 2) (mu floored as the gradient floors it),
+ *   fisher_W[i - r0]  = sum_j weight h_j h_j^T   (overwritten; rows r0..r1 of the piece)
+ *   fisher_Ht[j]     += sum_i weight w_i w_i^T   (accumulated: every column, J x K x K)
+ * K x K row-major blocks, both triangles written. Blocks (row_block, 0..B-1) in turn, each
+ * in its layout order: calling it for row pieces 0..B-1 on one buffer fisher_Ht, or on B
+ * ranks that pass the buffer along in rank order, gives the same bits. */
+pymf_status pymf_langevin_fisher_rows(const pymf_langevin *sampler, int row_block,
+                                      double *fisher_W, double *fisher_Ht, pymf_error *err);
+
 /* SGLD's minibatch for iteration t: batch_size indices into the N observed entries (grid
  * order, dense entries numbered row-major). Exposed for the pygsl reference test. */
 pymf_status pymf_sgld_minibatch(uint64_t schedule_seed, int64_t t, int64_t n_observed,
