@@ -289,9 +289,12 @@ def resolve_auto_step(sampler, chain, data, model, seed, burnin=0):
     if getattr(model, "sample_phi", False):
         info["scaled_by_phi"] = model.initial_phi  # eps runs as eps phi_t / phi_init
     step = sampler.step_size
-    if (sampler.kind == "psgld" and step.per_row and step.minibatch_noise is None
+    # PSGLD's own chains only (not another family's chain on PSGLD settings: alpha-stable MF)
+    on_gpu = getattr(sampler, "backend", "cpu") == "cuda"
+    own_chain = isinstance(chain, _sgld.LangevinChain) or on_gpu
+    if (sampler.kind == "psgld" and own_chain and step.per_row and step.minibatch_noise is None
             and minibatch_scale(sampler, data) > 1.0):
-        if getattr(sampler, "backend", "cpu") == "cuda":
+        if on_gpu:
             info["per_row"] = ("not applied: the GPU chain runs the stability rule's step "
                                "alone (its intervals over-cover on fine grids)")
         elif burnin <= 0:
@@ -300,7 +303,7 @@ def resolve_auto_step(sampler, chain, data, model, seed, burnin=0):
             # kept draws of that way are not calibrated by any step
             info["per_row"] = ("not applied: no burn-in (the rows' curvature is measured at "
                                "the burn-in's end; give burnin= for calibrated intervals)")
-        elif isinstance(chain, _sgld.LangevinChain):
+        else:
             # the per-row bound (pymf.engine.autostep, point 5) after the burn-in, measured
             # at its end by the kernel (FactorKernel.plan_row_steps)
             info.update(row_noise=autostep.ROW_NOISE,
