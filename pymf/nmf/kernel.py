@@ -289,15 +289,13 @@ def resolve_auto_step(sampler, chain, data, model, seed, burnin=0):
     if getattr(model, "sample_phi", False):
         info["scaled_by_phi"] = model.initial_phi  # eps runs as eps phi_t / phi_init
     step = sampler.step_size
-    # PSGLD's own chains only (not another family's chain on PSGLD settings: alpha-stable MF)
+    # PSGLD's own chains only, CPU or GPU (not another family's chain on PSGLD settings:
+    # alpha-stable MF)
     on_gpu = getattr(sampler, "backend", "cpu") == "cuda"
     own_chain = isinstance(chain, _sgld.LangevinChain) or on_gpu
     if (sampler.kind == "psgld" and own_chain and step.per_row and step.minibatch_noise is None
             and minibatch_scale(sampler, data) > 1.0):
-        if on_gpu:
-            info["per_row"] = ("not applied: the GPU chain runs the stability rule's step "
-                               "alone (its intervals over-cover on fine grids)")
-        elif burnin <= 0:
+        if burnin <= 0:
             # measured at the start, the bound slowed the way from a cold start (256^2
             # Poisson NMF, B = 4, 300 iterations: 5.4 % lower log-likelihood), and the
             # kept draws of that way are not calibrated by any step
