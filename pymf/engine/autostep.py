@@ -40,12 +40,12 @@
    need the bound.
 
 5. Per-row bound (DSGLD's and PSGLD's default: AutoStep(), per_row=True;
-   AutoStep(per_row=False) is the stability rule alone). The bound of point 4 holds the stiffest direction of the whole
-   posterior to delta, which on MovieLens-100K made every row's step 175x smaller. DSGLD
-   moves rows (a user's or item's factors and bias) independently, so each of its
-   coordinates gets its own step eps c_k, c_k in (0, 1] (a constant diagonal
-   preconditioner: drift eps c_k g_k and noise N(0, 2 eps c_k) leave the posterior
-   stationary; no correction term, as the preconditioner does not depend on theta). With
+   AutoStep(per_row=False) is the stability rule alone). The bound of point 4 holds the
+   stiffest direction of the whole posterior to delta, which on MovieLens-100K made every
+   row's step 175x smaller. DSGLD moves rows (a user's or item's factors and bias)
+   independently, so each of its coordinates gets its own step eps c_k, c_k in (0, 1] (a
+   constant diagonal preconditioner: drift eps c_k g_k and noise N(0, 2 eps c_k) leave the
+   posterior stationary; no correction term, as the preconditioner does not depend on theta). With
    H = tau sum_j (v_j, 1)(v_j, 1)^T a row's likelihood Hessian and rho the largest
    eigenvalue of its correlation matrix, c_k = min(1, 2 ROW_NOISE / ((s - 1) eps H_kk rho))
    keeps that row's alpha <= ROW_NOISE in every direction, while rows and coordinates of
@@ -62,26 +62,26 @@
    correction, the C core takes noise factors below the step's) calibrated too (0.894 at
    delta 0.5) but mixed slower on MovieLens (0.9017). pymf.AutoStep(minibatch_noise=delta)
    keeps its global bound (point 4) and no per-row factors.
-   PSGLD's default too (the CPU chain, core/src/langevin.c). Its rows of W and of H^T move
-   independently given the other factor, so the same factors c_k apply there, with what
-   changes: (a) the curvature is the Tweedie likelihood's Fisher (Gauss-Newton) matrix
-   H = sum_j mu_ij^(beta - 2) / phi h_j h_j^T over the row's observed entries (w_i w_i^T
-   for a column of H), the inverse variance mu^(2 - beta) phi of each entry times the
-   outer product of its mu's gradient (positive semi-definite where the Hessian need not
-   be; equal to the Hessian in expectation; for Gaussian MF it is the Hessian); no bias
-   coordinate; (b) s = B, a part holding 1/B of the data (cyclic parts visit every block
-   once in B iterations, so the noise is the part's, not a random minibatch's: the
-   measured coverage says the bound holds); (c) a sampled phi: the chain runs eps phi_t /
-   phi_init and H scales as 1 / phi_t, so eps c H stays at its value at phi_init, where c
-   is computed; (d) mirrored (non-negative) chains reflect each coordinate at 0 on its
-   own, which a diagonal preconditioner leaves exact. Measured once, at the state after
-   the burn-in (pymf.nmf.kernel.FactorKernel; the MPI ring passes H^T's curvature along
-   its ranks in piece order, the bits of shared memory). Without a burn-in no factors
-   are set: measured at the start, they slowed the way from a cold start (256^2 Poisson
-   NMF, B = 4, 300 iterations: -38,864 against -36,856, 5.4 % lower), and the draws of
-   that way are not calibrated by any step. On Gaussian MF (tests/test_calibration.py's
-   data, 300 burn-in and 600 kept iterations) PSGLD covers 0.913 / 0.906 / 0.904 at 90 %
-   on 2 x 2 / 4 x 4 / 8 x 8 grids, against 0.914 / 0.925 / 0.959 without the bound.
+   PSGLD's default too (core/src/langevin.c; the GPU kernels of cuda/psgld.cu alike). Its rows
+   of W and of H^T move independently given the other factor, so the same factors c_k apply
+   there, with what changes: (a) the curvature is the Tweedie likelihood's Fisher
+   (Gauss-Newton) matrix H = sum_j mu_ij^(beta - 2) / phi h_j h_j^T over the row's observed
+   entries (w_i w_i^T for a column of H), the inverse of each entry's variance phi mu^(2 -
+   beta) times the outer product of its mu's gradient (positive semi-definite where the Hessian need
+   not be; equal to the Hessian in expectation; for Gaussian MF it is the Hessian); no bias
+   coordinate; (b) s = B, a part holding 1/B of the data (cyclic parts visit every block once
+   in B iterations, so the noise is the part's, not a random minibatch's: the measured
+   coverage says the bound holds); (c) a sampled phi: the chain runs eps phi_t / phi_init and
+   H scales as 1 / phi_t, so eps c H stays at its value at phi_init, where c is computed; (d)
+   mirrored (non-negative) chains reflect each coordinate at 0 on its own, which a diagonal
+   preconditioner leaves exact. Measured once, at the state after the burn-in
+   (pymf.nmf.kernel.FactorKernel; the MPI ring passes H^T's curvature along its ranks in piece
+   order, the bits of shared memory). Without a burn-in no factors are set: measured at the
+   start, they slowed the way from a cold start (256^2 Poisson NMF, B = 4, 300 iterations:
+   -38,864 against -36,856, 5.4 % lower), and the draws of that way are not calibrated by any
+   step. On Gaussian MF (tests/test_calibration.py's data, 300 burn-in and 600 kept
+   iterations) PSGLD covers 0.913 / 0.906 / 0.904 at 90 % on 2 x 2 / 4 x 4 / 8 x 8 grids,
+   against 0.914 / 0.925 / 0.959 without the bound.
 
 A preconditioned sampler (theta += eps P grad log p + N(0, 2 eps P)) is stable for
 eps lambda_max(P H) < 2: its runner passes P grad log p as the gradient, so the same rule
@@ -118,8 +118,8 @@ class AutoStep:
                      inflates the stationary variance by at most a factor 1 + delta (the
                      module's point 4), for calibrated posterior intervals; DSGLD, SGLD,
                      PSGLD and LD only.
-    per_row          True (default): DSGLD (and SGLD on a BPMF model) and PSGLD (the CPU
-                     chain, with a burn-in) bound each row's coordinates after the burn-in
+    per_row          True (default): DSGLD (and SGLD on a BPMF model) and PSGLD (with a
+                     burn-in) bound each row's coordinates after the burn-in
                      (point 5); False: the stability rule alone (what "auto" was before the
                      bound). Other samplers ignore it."""
 

@@ -25,8 +25,8 @@ class PSGLD(_Langevin):
                 inflates no row's variance by more than 1 + 0.35 (the per-row bound,
                 pymf.engine.autostep point 5: calibrated intervals on 2 x 2 to 8 x 8
                 grids); recorded in params["auto_step"] (row_noise, row_steps_from,
-                row_steps). Without a burn-in, and on the GPU chain, the stability rule
-                alone (params["auto_step"]["per_row"] says why).
+                row_steps); on the CPU, over MPI and on the GPU. Without a burn-in the
+                stability rule alone (params["auto_step"]["per_row"] says why).
                 pymf.AutoStep(per_row=False): the stability rule alone;
                 pymf.AutoStep(minibatch_noise=0.1) bounds the whole step after the burn-in
                 instead (calibrated too, 5-35x smaller: slower). pymf <= 0.2 had a
