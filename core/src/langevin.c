@@ -503,50 +503,48 @@ static void fisher_entry(int K, double beta, const double *w, const double *h, d
     /* Tweedie's Fisher information of mu at phi = 1: 1 / Var(v) = mu^(beta - 2) */
     const double mu = pymf_tweedie_floor_mu(pymf_dot(w, h, K), beta);
     const double weight = beta == 2.0 ? 1.0 : pow(mu, beta - 2.0);
-    add_outer(K, weight, h, fw);
-    add_outer(K, weight, w, fh);
+    if (fw != NULL)
+        add_outer(K, weight, h, fw);
+    if (fh != NULL)
+        add_outer(K, weight, w, fh);
 }
 
-static void mirror_upper(int K, double *m)
+void pymf_langevin_fisher_mirror(int K, int64_t n, double *fisher)
 {
-    for (int k = 0; k < K; ++k)
-        for (int l = 0; l < k; ++l)
-            m[(int64_t)k * K + l] = m[(int64_t)l * K + k];
+    for (int64_t i = 0; i < n; ++i) {
+        double *m = fisher + i * K * K;
+        for (int k = 0; k < K; ++k)
+            for (int l = 0; l < k; ++l)
+                m[(int64_t)k * K + l] = m[(int64_t)l * K + k];
+    }
 }
 
-pymf_status pymf_langevin_fisher_rows(const pymf_langevin *s, int row_block, double *fisher_W,
-                                      double *fisher_Ht, pymf_error *err)
+pymf_status pymf_langevin_fisher_block(const pymf_langevin *s, int b, int c, double *fisher_W,
+                                       double *fisher_Ht, pymf_error *err)
 {
     const pymf_blocked_data *d = s->data;
     const pymf_grid *g = d->grid;
     const int K = s->model.likelihood.rank, B = g->n_blocks;
     const double beta = s->model.likelihood.beta;
-    if (row_block < 0 || row_block >= B)
-        return pymf_fail(err, PYMF_EINVAL, "row_block must be in [0, %d)", B);
-    const int64_t r0 = g->row_start[row_block], r1 = g->row_start[row_block + 1];
+    if (b < 0 || b >= B || c < 0 || c >= B)
+        return pymf_fail(err, PYMF_EINVAL, "block (%d, %d) is not on the %d x %d grid", b, c, B, B);
+    const int64_t r0 = g->row_start[b], c0 = g->col_start[c];
     const int64_t KK = (int64_t)K * K;
-    memset(fisher_W, 0, sizeof(double) * (size_t)((r1 - r0) * KK));
-    for (int c = 0; c < B; ++c) {
-        if (d->is_dense) {
-            /* the dense layout's block (b, c), row by row: the sparse layout's order */
-            for (int64_t i = r0; i < r1; ++i)
-                for (int64_t j = g->col_start[c]; j < g->col_start[c + 1]; ++j)
-                    fisher_entry(K, beta, s->W + i * K, s->Ht + j * K, fisher_W + (i - r0) * KK,
-                                 fisher_Ht + j * KK);
-        } else {
-            const int64_t blk = (int64_t)row_block * B + c;
-            for (int64_t e = d->block_ptr[blk]; e < d->block_ptr[blk + 1]; ++e) {
-                const int64_t i = d->rows[e], j = d->cols[e];
-                fisher_entry(K, beta, s->W + i * K, s->Ht + j * K, fisher_W + (i - r0) * KK,
-                             fisher_Ht + j * KK);
-            }
+    if (d->is_dense) {
+        /* the dense layout's block, row by row: the sparse layout's order */
+        for (int64_t i = r0; i < g->row_start[b + 1]; ++i)
+            for (int64_t j = c0; j < g->col_start[c + 1]; ++j)
+                fisher_entry(K, beta, s->W + i * K, s->Ht + j * K,
+                             fisher_W ? fisher_W + (i - r0) * KK : NULL,
+                             fisher_Ht ? fisher_Ht + (j - c0) * KK : NULL);
+    } else {
+        const int64_t blk = (int64_t)b * B + c;
+        for (int64_t e = d->block_ptr[blk]; e < d->block_ptr[blk + 1]; ++e) {
+            const int64_t i = d->rows[e], j = d->cols[e];
+            fisher_entry(K, beta, s->W + i * K, s->Ht + j * K,
+                         fisher_W ? fisher_W + (i - r0) * KK : NULL,
+                         fisher_Ht ? fisher_Ht + (j - c0) * KK : NULL);
         }
     }
-    /* only the upper triangles were summed; the lower ones are copies (so that a buffer
-     * passed on keeps accumulating its upper triangle only) */
-    for (int64_t i = r0; i < r1; ++i)
-        mirror_upper(K, fisher_W + (i - r0) * KK);
-    for (int64_t j = 0; j < g->n_cols; ++j)
-        mirror_upper(K, fisher_Ht + j * KK);
     return PYMF_OK;
 }

@@ -139,7 +139,8 @@ class CudaPSGLDChain:
         # row_steps_from on; None: the plain chain
         self.step_W = self.step_Ht = None
         self.row_steps_from = 0
-        self._host_chain = None
+        self._host_chain = None  # the CPU core's chain that measures the Fisher curvature
+        self._host_synced = None  # the host_state it was last given
         with device:
             kernels = device.kernels("f64" if self.dtype == np.float64 else "f32")
             self.row_start = device.to_device(data.row_start.astype(np.int64))
@@ -282,17 +283,19 @@ class CudaPSGLDChain:
             self.step_Ht = self.device.to_device(step_Ht.ravel())
         self.row_steps_from = int(from_t)
 
-    def fisher_rows(self, row_block, fisher_Ht):
-        """The likelihood's Fisher curvature of one row piece at the current state, as
-        LangevinChain.fisher_rows computes it (the CPU core's function on the host, once per
-        run: the same factors as the CPU chain)."""
+    def fisher_block(self, b, c, fisher_W, fisher_Ht):
+        """LangevinChain.fisher_block at the device's current state: the CPU core's
+        function on a host chain of the same data (synchronised once per state), so the
+        factors are the CPU chain's."""
         if self._host_chain is None:
             m = self.model
             self._host_chain = _sgld.LangevinChain(self.data, "psgld", m.rank, m.beta, m.phi,
                                                    m.prior, m.lam_w, m.lam_h, 0, 0)
-        W, Ht, t = self.get_state()
-        self._host_chain.set_state(W, Ht, t)
-        return self._host_chain.fisher_rows(row_block, fisher_Ht)
+        if self._host_synced is not self.host_state or self.host_state is None:
+            W, Ht, t = self.get_state()  # caches host_state until the next run / set_state
+            self._host_chain.set_state(W, Ht, t)
+            self._host_synced = self.host_state
+        self._host_chain.fisher_block(b, c, fisher_W, fisher_Ht)
 
     def _row_step_args(self, t):
         """The kernels' factor pointers for iteration t (null before row_steps_from, or

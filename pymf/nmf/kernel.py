@@ -415,15 +415,31 @@ class FactorKernel(Kernel):
                                          info["eps"], info["minibatch_scale"],
                                          info["row_noise"])
 
+    def _piece_fisher(self, b, c_pieces, rows):
+        """The Fisher curvatures of row piece b (rows=True: blocks (b, c) for c in
+        c_pieces) or of column piece b (rows=False: blocks (c, b) for c in c_pieces),
+        added in that order into a fresh buffer, completed by mirroring. With every piece
+        of the other side this is the whole curvature; the MPI ring passes the column
+        buffer along its ranks instead (RingKernel._fisher_factors)."""
+        data, K = self.chain.data, self.model.rank
+        start = data.row_start if rows else data.col_start
+        fisher = np.zeros((int(start[b + 1] - start[b]), K, K))
+        for c in c_pieces:
+            if rows:
+                self.chain.fisher_block(b, c, fisher, None)
+            else:
+                self.chain.fisher_block(c, b, None, fisher)
+        return _sgld.fisher_mirror(fisher)
+
     def _fisher_factors(self):
-        """(factors of W's rows, of H^T's rows), from the Fisher curvature of every row
-        piece in turn (one buffer for H^T's, accumulated piece after piece: the MPI ring
-        passes it along its ranks in that order)."""
-        B, K = self.chain.data.n_blocks, self.model.rank
-        fisher_Ht = np.zeros((self.shape[1], K, K))
-        step_W = np.concatenate([self._row_step_factors(self.chain.fisher_rows(b, fisher_Ht))
-                                 for b in range(B)])
-        return step_W, self._row_step_factors(fisher_Ht)
+        """(factors of W's rows, of H^T's rows), one piece at a time: a row piece's rows
+        over blocks (b, 0..B-1), a column piece's columns over blocks (0..B-1, c), each in
+        the layout's order (the MPI ring adds the same blocks in the same order). Memory:
+        one piece's K x K matrices at a time."""
+        pieces = range(self.chain.data.n_blocks)
+        step_W = [self._row_step_factors(self._piece_fisher(b, pieces, True)) for b in pieces]
+        step_Ht = [self._row_step_factors(self._piece_fisher(c, pieces, False)) for c in pieces]
+        return np.concatenate(step_W), np.concatenate(step_Ht)
 
     def _row_steps_due(self):
         self._set_row_steps(*self._fisher_factors())

@@ -55,6 +55,7 @@ from pymf.engine.seeds import resolve_seed
 from pymf.engine.steps import ConstantStep
 from pymf.engine.storage import check_checkpoint, npz_path
 from pymf.errors import DivergenceError
+from pymf.nmf import _sgld
 from pymf.nmf.cli import phi_value, step_value
 from pymf.nmf.kernel import (FactorKernel, GridMap, check_init, make_chain, prepare_test,
                              resolve_auto_step, run_facts, run_fingerprint, run_seeds,
@@ -236,20 +237,27 @@ class RingKernel(FactorKernel):
 
     def _fisher_factors(self):
         """PSGLD's per-row step factors as shared memory measures them: the whole H
-        gathered into every rank's chain, each rank's Fisher curvature of its row piece
-        (its rows of W: their factors, gathered in rank order = grid order), and H^T's
-        buffer passed from rank 0 to rank B - 1, each adding its piece's entries in turn as
-        shared memory adds its row pieces (the same bits), then broadcast."""
+        gathered into every rank's chain; each rank's rows from its own blocks (their
+        factors gathered in rank order = grid order); each column piece's curvature passed
+        from rank 0 to rank B - 1, every rank adding its block of that piece in turn, as
+        shared memory adds blocks (0..B-1, c) (the same bits); the last rank turns them into
+        factors and broadcasts them. Memory: one piece's K x K matrices at a time."""
         comm, B, K = self.comm, self.B, self.model.rank
         self._load_whole_H(self.grid_state()[1])
-        fisher_Ht = np.zeros((self.shape[1], K, K))
-        if self.rank > 0:
-            comm.Recv(fisher_Ht, source=self.rank - 1, tag=1)
-        mine = self._row_step_factors(self.chain.fisher_rows(self.rank, fisher_Ht))
-        if self.rank < B - 1:
-            comm.Send(fisher_Ht, dest=self.rank + 1, tag=1)
-        comm.Bcast(fisher_Ht, root=B - 1)
-        return np.concatenate(comm.allgather(mine)), self._row_step_factors(fisher_Ht)
+        mine = self._row_step_factors(self._piece_fisher(self.rank, range(B), True))
+        step_Ht = []
+        for c in range(B):
+            c0, c1 = self._cols(c)
+            fisher = np.zeros((c1 - c0, K, K))
+            if self.rank > 0:
+                comm.Recv(fisher, source=self.rank - 1, tag=1)
+            self.chain.fisher_block(self.rank, c, None, fisher)
+            if self.rank < B - 1:
+                comm.Send(fisher, dest=self.rank + 1, tag=1)
+            else:
+                step_Ht.append(self._row_step_factors(_sgld.fisher_mirror(fisher)))
+        step_Ht = comm.bcast(np.concatenate(step_Ht) if self.rank == B - 1 else None, root=B - 1)
+        return np.concatenate(comm.allgather(mine)), step_Ht
 
     def _save(self):
         """What _rewind needs to bring this rank's chain back to where a call began."""

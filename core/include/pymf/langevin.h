@@ -104,15 +104,18 @@ pymf_status pymf_langevin_set_row_steps(pymf_langevin *sampler, const double *st
                                         const double *step_Ht, int64_t from_t, pymf_error *err);
 
 /* The Fisher (Gauss-Newton) curvature of the likelihood, row by row, over the entries of
- * row piece `row_block` held by this chain, at the current state and phi = 1: for each
- * entry (i, j), weight mu_ij^(beta - 2) (mu floored as the gradient floors it),
- *   fisher_W[i - r0]  = sum_j weight h_j h_j^T   (overwritten; rows r0..r1 of the piece)
- *   fisher_Ht[j]     += sum_i weight w_i w_i^T   (accumulated: every column, J x K x K)
- * K x K row-major blocks, both triangles written. Blocks (row_block, 0..B-1) in turn, each
- * in its layout order: calling it for row pieces 0..B-1 on one buffer fisher_Ht, or on B
- * ranks that pass the buffer along in rank order, gives the same bits. */
-pymf_status pymf_langevin_fisher_rows(const pymf_langevin *sampler, int row_block,
-                                      double *fisher_W, double *fisher_Ht, pymf_error *err);
+ * block (b, c) held by this chain, at the current state and phi = 1: for each entry (i, j),
+ * weight mu_ij^(beta - 2) (mu floored as the gradient floors it),
+ *   fisher_W[i - r0]  += weight h_j h_j^T   (rows r0..r1 of row piece b), unless NULL
+ *   fisher_Ht[j - c0] += weight w_i w_i^T   (columns c0..c1 of column piece c), unless NULL
+ * K x K row-major blocks; only the upper triangles are summed (pymf_langevin_fisher_mirror
+ * fills the lower ones). Entries in the layout's order: blocks (b, 0..B-1) in turn give a
+ * row piece's rows, blocks (0..B-1, c) a column piece's columns, the same bits whether one
+ * process adds them or B ranks, each with its row piece, pass the column buffer along. */
+pymf_status pymf_langevin_fisher_block(const pymf_langevin *sampler, int b, int c,
+                                       double *fisher_W, double *fisher_Ht, pymf_error *err);
+/* Copies the upper triangle of n K x K blocks into their lower triangle. */
+void pymf_langevin_fisher_mirror(int rank, int64_t n, double *fisher);
 
 /* SGLD's minibatch for iteration t: batch_size indices into the N observed entries (grid
  * order, dense entries numbered row-major). Exposed for the pygsl reference test. */
