@@ -486,7 +486,8 @@ pymf_status pymf_langevin_set_row_steps(pymf_langevin *s, const double *step_W,
     return PYMF_OK;
 }
 
-/* weight * x x^T added to the K x K block out (both triangles, the same sums) */
+/* weight * x x^T added to the upper triangle of the K x K block out (the lower one is
+ * filled once at the end by pymf_langevin_fisher_mirror) */
 static void add_outer(int K, double weight, const double *x, double *out)
 {
     for (int k = 0; k < K; ++k) {
