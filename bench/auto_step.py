@@ -10,7 +10,10 @@ hand-picked best being the ladder's best final log-likelihood, and with pymf <= 
 constant 1e-3. Target (issue "works without tuning"): auto within 1 % of the best hand-picked
 step's final log-likelihood and no slower (its wall time, the choice included, against the
 best step's), and the seconds the choice itself takes (auto against the same step given by
-hand; target <= 5 % of the run). Medians over seeds. Output: JSON (stdout, OUT/auto_step.json), a table and
+hand; target <= 5 % of the run). --burnin N: every run burns in N of its --iterations
+iterations, so that "auto" runs PSGLD's per-row bound after them (pymf.engine.autostep,
+point 5; without a burn-in it sets none); --per-row-off adds AutoStep(per_row=False), the
+stability rule alone, to isolate the bound's cost. Medians over seeds. Output: JSON (stdout, OUT/auto_step.json), a table and
 OUT/auto_step.png (log-likelihood against time, first seed).
 """
 import argparse
@@ -30,14 +33,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def run(model, V, step, args, seed):
     started = time.perf_counter()
     try:
+        kept = args.iterations - args.burnin
         res = pymf.sample(model, V, pymf.PSGLD(blocks=args.blocks, step_size=step,
                                                n_threads=args.threads),
-                          n_samples=args.iterations, thin=args.iterations,
+                          n_samples=kept, burnin=args.burnin, thin=kept,
                           trace_every=max(1, args.iterations // 50), seed=seed, progress=False)
     except pymf.DivergenceError as exc:
         return {"step": repr(step), "diverged": exc.iteration, "final_loglik": float("-inf"),
                 "wall_seconds": time.perf_counter() - started}
-    return {"step": res.params["sampler"]["step_size"]["value"],
+    step_size = res.params["sampler"]["step_size"]
+    return {"step": step_size["value"],  # a constant step: "auto", the ladder, 1e-3
             "final_loglik": float(res.trace["loglik"][-1]),
             "wall_seconds": time.perf_counter() - started,
             "auto_step": res.params.get("auto_step"),
@@ -55,10 +60,12 @@ def one_beta(beta, args):
         eps = auto["auto_step"]["eps"]
         ladder = [run(model, V, eps * f, args, seed) for f in args.ladder]
         old = run(model, V, 1e-3, args, seed)
+        per_row_off = run(model, V, pymf.AutoStep(per_row=False), args, seed) \
+            if args.per_row_off else None
         given = run(model, V, eps, args, seed) if args.timing else None  # the choice's cost
         best = max(ladder + [dict(auto, step=eps)], key=lambda r: r["final_loglik"])
         per_seed.append({"seed": seed, "auto": auto, "ladder": ladder, "old_default": old,
-                         "best": best, "given": given})
+                         "best": best, "given": given, "per_row_off": per_row_off})
         print(f"beta {beta} seed {seed}: auto {auto['final_loglik']:.6g} (eps {eps:.3g}), best "
               f"{best['final_loglik']:.6g} at {best['step']:.3g}, old default 1e-3 "
               f"{old['final_loglik']:.6g}", file=sys.stderr, flush=True)
@@ -71,6 +78,9 @@ def one_beta(beta, args):
            "gap_to_best": (best_ll - auto_ll) / abs(best_ll),
            "auto_seconds": med(lambda r: r["auto"]["wall_seconds"]),
            "best_seconds": med(lambda r: r["best"]["wall_seconds"])}
+    if args.per_row_off:
+        row["per_row_off_loglik"] = med(lambda r: r["per_row_off"]["final_loglik"])
+        row["per_row_off_seconds"] = med(lambda r: r["per_row_off"]["wall_seconds"])
     if args.timing:
         given_s = med(lambda r: r["given"]["wall_seconds"])
         row["choice_seconds"] = row["auto_seconds"] - given_s
@@ -86,6 +96,10 @@ def main(argv=None):
     p.add_argument("--blocks", type=int, default=8)
     p.add_argument("--iterations", type=int, default=1000)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--burnin", type=int, default=0, help="burn-in iterations of every run "
+                                                         "(part of --iterations)")
+    p.add_argument("--per-row-off", action="store_true",
+                   help="also run AutoStep(per_row=False), the stability rule alone")
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--ladder", default="0.25,0.5,2,4", help="factors of the x2 ladder")
     p.add_argument("--no-timing", dest="timing", action="store_false",
@@ -121,12 +135,13 @@ def main(argv=None):
     plt.close(fig)
     for per_seed in runs.values():
         for r in per_seed:
-            for run_ in [r["auto"], r["old_default"], r["best"], r["given"]] + r["ladder"]:
+            for run_ in [r["auto"], r["old_default"], r["best"], r["given"],
+                         r["per_row_off"]] + r["ladder"]:
                 if run_ is not None:
                     run_.pop("trace", None)
     worst = max(row["gap_to_best"] for row in rows)
     emit({"benchmark": "auto_step", "size": args.size, "rank": 32, "blocks": args.blocks,
-          "iterations": args.iterations, "threads": args.threads, "repeats": args.repeats,
+          "iterations": args.iterations, "burnin": args.burnin, "threads": args.threads, "repeats": args.repeats,
           "load_average": os.getloadavg(), "betas": rows, "worst_gap_to_best": worst,
           "target_gap": 0.01, "loglik_target_met": worst <= 0.01, "runs": runs, "plot": plot},
          os.path.join(args.out, "auto_step.json"))

@@ -2,8 +2,8 @@
 """Coverage of DSGLD and PSGLD with automatic steps on data drawn from the model itself,
 against the exact Gibbs samplers, and what moves it: run length (the annealing of DSGLD's
 default schedule), the step's fraction, the minibatch, how often tau is drawn, the
-minibatch-noise bound pymf.AutoStep(minibatch_noise=0.1), and DSGLD's default per-row bound
-against the stability rule alone (pymf.AutoStep(per_row=False)).
+minibatch-noise bound pymf.AutoStep(minibatch_noise=0.1), and DSGLD's and PSGLD's default
+per-row bound against the stability rule alone (pymf.AutoStep(per_row=False)).
 
 Data: tests/test_calibration.py's. BPMF: 150 x 120, D = 2, tau = 2, 40 % observed, a
 quarter held out (1,809 values); DSGLD on its default 2 x 2 grid and minibatch (135
@@ -11,7 +11,8 @@ ratings), exact reference BPMFGibbs(hyperprior="gamma"). Gaussian MF: 100 x 80, 
 phi = 0.25, 40 % held out (3,179 values); TweedieNMF(beta=2, prior="gaussian",
 phi="sample") with PSGLD on B x B grids and LD, exact reference the NumPy Gibbs chain of
 tests/gaussian_mf_reference.py. One thread, seed 3 (BPMF) / 4 (NMF), one run per setting
-(the binomial error of a 90 % coverage is 0.007 and 0.005).
+(the binomial error of a 90 % coverage is 0.007 and 0.005). --only nmf (or bpmf) runs one
+of the two tables.
 
 Reported: the observed coverage at 50/80/90/95 %, the posterior mean of tau (BPMF) or phi
 (NMF), seconds. JSON on stdout and in OUT/coverage_exact.json, a table, and
@@ -104,7 +105,11 @@ def nmf_rows():
 
     rows.append(run("LD auto", pymf.LD(n_threads=1)))
     for blocks in (2, 4, 8):
-        rows.append(run(f"PSGLD B={blocks} auto", pymf.PSGLD(blocks=blocks, n_threads=1)))
+        rows.append(run(f"PSGLD B={blocks} auto (per-row bound, the default)",
+                        pymf.PSGLD(blocks=blocks, n_threads=1)))
+        rows.append(run(f"PSGLD B={blocks} auto, stability rule alone",
+                        pymf.PSGLD(blocks=blocks, n_threads=1,
+                                   step_size=pymf.AutoStep(per_row=False))))
         rows.append(run(f"PSGLD B={blocks} AutoStep(minibatch_noise=0.1)",
                         pymf.PSGLD(blocks=blocks, n_threads=1,
                                    step_size=pymf.AutoStep(minibatch_noise=0.1))))
@@ -132,9 +137,12 @@ def plot(rows, path):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default=os.path.join(HERE, "..", "results", "coverage_exact"))
+    p.add_argument("--only", choices=["bpmf", "nmf"], default=None,
+                   help="run only BPMF's (DSGLD) or Gaussian MF's (LD, PSGLD) table")
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
-    rows = bpmf_rows() + nmf_rows()
+    rows = ((bpmf_rows() if args.only != "nmf" else [])
+            + (nmf_rows() if args.only != "bpmf" else []))
     emit({"benchmark": "coverage_exact", "threads": 1, "load_average": os.getloadavg(),
           "rows": rows}, os.path.join(args.out, "coverage_exact.json"))
     table(rows, [("setting", "setting", "")]

@@ -120,6 +120,8 @@ __device__ void factors_sparse(const int *rows, const int *cols, const T *vals,
 
 /* The Langevin move of the n (<= 4) factors k = 4 group + lane of one row, from their values
  * x0 and likelihood gradients: prior, Philox noise of (stream, t, row, group), mirroring.
+ * factor: the n factors' step factors c (PSGLD's per-row bound: step eps c, noise
+ * sqrt(2 eps) sqrt(c) z, as core/src/langevin.c moves them) or NULL for the plain move.
  * False if a new value is not finite once stored as T (a float overflows long before a
  * double). Shared by the update and ring kernels. */
 template <typename T>
@@ -127,7 +129,8 @@ __device__ __forceinline__ bool langevin_move4(const double x0[4], const double 
                                                double eps, double lam, int exponential,
                                                unsigned long long seed, unsigned int stream,
                                                unsigned long long t, unsigned int row,
-                                               unsigned int group, double out[4])
+                                               unsigned int group, const double *factor,
+                                               double out[4])
 {
     double noise[4];
     pymf_noise_gauss4(seed, stream, t, row, group, noise);
@@ -135,7 +138,12 @@ __device__ __forceinline__ bool langevin_move4(const double x0[4], const double 
     bool finite = true;
     for (int lane = 0; lane < n; ++lane) {
         const double prior = exponential ? -lam : -lam * x0[lane];
-        double x = x0[lane] + eps * (grad[lane] + prior) + noise_sd * noise[lane];
+        double x;
+        if (factor != NULL)
+            x = x0[lane] + eps * factor[lane] * (grad[lane] + prior) +
+                noise_sd * sqrt(factor[lane]) * noise[lane];
+        else
+            x = x0[lane] + eps * (grad[lane] + prior) + noise_sd * noise[lane];
         if (exponential)
             x = fabs(x);
         finite = finite && isfinite((double)(T)x);
@@ -181,7 +189,7 @@ __device__ void update_rows(long long idx, T *X_next, const T *X, const T *Y, co
                             const long long *sparse_terms, const int *sparse_partner,
                             long long n_rows, int rank, double eps, double lam, int exponential,
                             unsigned long long seed, unsigned int stream, unsigned long long t,
-                            int *diverged)
+                            int *diverged, const double *step_factors)
 {
     const int groups = (rank + 3) / 4;
     if (idx >= n_rows * groups)
@@ -204,8 +212,9 @@ __device__ void update_rows(long long idx, T *X_next, const T *X, const T *Y, co
     }
     double x0[4], x[4];
     const int n = load4(x0, X + r * rank, rank, group);
+    const double *factor = step_factors != NULL ? step_factors + r * rank + 4 * group : NULL;
     if (!langevin_move4<T>(x0, grad, n, eps, lam, exponential, seed, stream, t, (unsigned int)r,
-                        (unsigned int)group, x))
+                        (unsigned int)group, factor, x))
         atomicOr(diverged, 1);
     for (int lane = 0; lane < n; ++lane)
         X_next[r * rank + 4 * group + lane] = (T)x[lane];
@@ -396,7 +405,9 @@ __device__ void ring_iterations(Block block, T *W, T *Ht, const long long *row_s
                                 const double *coef_of_part, const double *eps, int n_iter,
                                 unsigned long long t0, double lam_w, double lam_h,
                                 int exponential, unsigned long long seed, int *progress,
-                                long long wait_limit_ns, int *diverged, int *stalled)
+                                long long wait_limit_ns, int *diverged, int *stalled,
+                                const double *step_W, const double *step_Ht,
+                                unsigned long long steps_from)
 {
     const int b = blockIdx.x;
     const int neighbour = (b + 1) % n_blocks;
@@ -454,9 +465,14 @@ __device__ void ring_iterations(Block block, T *W, T *Ht, const long long *row_s
             }
             double x0[4], value[4];
             const int n = load4(x0, own + r * ld, rank, group);
+            const long long row = is_w ? r0 + r : c0 + r;
+            const double *factors = is_w ? step_W : step_Ht;
+            const double *factor = factors != NULL && t >= steps_from
+                                       ? factors + row * rank + 4 * group
+                                       : NULL;
             if (!langevin_move4<T>(x0, grad, n, eps[i], is_w ? lam_w : lam_h, exponential, seed,
-                                is_w ? PYMF_STREAM_W : PYMF_STREAM_H, t,
-                                (unsigned int)(is_w ? r0 + r : c0 + r), (unsigned int)group, value))
+                                is_w ? PYMF_STREAM_W : PYMF_STREAM_H, t, (unsigned int)row,
+                                (unsigned int)group, factor, value))
                 atomicOr(&diverged[i], 1);
             for (int lane = 0; lane < n; ++lane) {
                 if (is_w)
@@ -482,11 +498,12 @@ __device__ void ring_iterations(Block block, T *W, T *Ht, const long long *row_s
         long long max_height, long long max_width, T beta, const double *coef_of_part,          \
         const double *eps, int n_iter, unsigned long long t0, double lam_w, double lam_h,       \
         int exponential, unsigned long long seed, int *progress, long long wait_limit_ns,       \
-        int *diverged, int *stalled
+        int *diverged, int *stalled, const double *step_W, const double *step_Ht,               \
+        unsigned long long steps_from
 #define PYMF_RING_ARGS                                                                           \
     W, Ht, row_start, col_start, n_blocks, rank, max_height, max_width, beta, coef_of_part, eps, \
         n_iter, t0, lam_w, lam_h, exponential, seed, progress, wait_limit_ns, diverged,         \
-        stalled
+        stalled, step_W, step_Ht, steps_from
 #define PYMF_RING_DENSE_DATA(T) const T *V, long long n_cols
 #define PYMF_RING_SPARSE_DATA(T)                                                                 \
     const int *rows, const int *cols, const T *vals, const long long *by_column,                \
@@ -503,11 +520,11 @@ __device__ void ring_iterations(Block block, T *W, T *Ht, const long long *row_s
         const long long *h_first, const long long *h_count, const long long *h_offset,          \
         long long h_stride, const long long *h_terms, const int *h_partner, long long n_cols,   \
         double lam_h, int rank, double eps, int exponential, unsigned long long seed,           \
-        unsigned long long t, int *diverged
+        unsigned long long t, int *diverged, const double *step_W, const double *step_Ht
 #define PYMF_UPDATE_FACTORS_ARGS                                                                 \
     W_next, W, Ht_next, Ht, G, w_first, w_count, w_offset, w_stride, w_terms, w_partner, n_rows, \
         lam_w, h_first, h_count, h_offset, h_stride, h_terms, h_partner, n_cols, lam_h, rank,    \
-        eps, exponential, seed, t, diverged
+        eps, exponential, seed, t, diverged, step_W, step_Ht
 
 #define PYMF_EXPORT_KERNELS(T, SUFFIX)                                                          \
     extern "C" __global__ void psgld_factors_dense_##SUFFIX(                                    \
@@ -531,11 +548,11 @@ __device__ void ring_iterations(Block block, T *W, T *Ht, const long long *row_s
         if (idx < w_threads)                                                                    \
             update_rows<T>(idx, W_next, W, Ht, G, w_first, w_count, w_offset, w_stride,         \
                            w_terms, w_partner, n_rows, rank, eps, lam_w, exponential, seed,     \
-                           PYMF_STREAM_W, t, diverged);                                         \
+                           PYMF_STREAM_W, t, diverged, step_W);                                 \
         else                                                                                    \
             update_rows<T>(idx - w_threads, Ht_next, Ht, W, G, h_first, h_count, h_offset,      \
                            h_stride, h_terms, h_partner, n_cols, rank, eps, lam_h, exponential, \
-                           seed, PYMF_STREAM_H, t, diverged);                                   \
+                           seed, PYMF_STREAM_H, t, diverged, step_Ht);                          \
     }                                                                                           \
     extern "C" __global__ void __launch_bounds__(PYMF_RING_THREADS)                             \
         psgld_ring_dense_##SUFFIX(PYMF_RING_DENSE_DATA(T), PYMF_RING_PARAMS(T))                 \

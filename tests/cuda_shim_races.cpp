@@ -35,13 +35,19 @@ int main()
     std::vector<double> coef(B, 1.0), eps(n_iter, 1e-4);
     std::vector<int> progress(B, 0), diverged(n_iter, 0);
     int stalled = 0;
+    // PSGLD's per-row step factors from iteration 5 on (read-only, shared by every block)
+    std::vector<double> step_W(I * K), step_Ht(J * K);
+    for (long long x = 0; x < I * K; ++x)
+        step_W[x] = 0.2 + 0.05 * (double)(x % 9);
+    for (long long x = 0; x < J * K; ++x)
+        step_Ht[x] = 0.3 + 0.05 * (double)(x % 7);
     const size_t shared_bytes = (2 * max_height * (K + 1) + max_width * (K + 1) + max_height * max_width)
                                 * sizeof(double);
     launch_concurrent_blocks(B, shared_bytes, -1, [&] {
         psgld_ring_dense_f64(V.data(), J, W.data(), Ht.data(), row_start, col_start, B, K,
                              max_height, max_width, 1.0, coef.data(), eps.data(), n_iter, 0,
                              1.0, 1.0, 1, 12345, progress.data(), 1000000000LL, diverged.data(),
-                             &stalled);
+                             &stalled, step_W.data(), step_Ht.data(), 5);
     });
 
     double checksum = 0.0;

@@ -296,8 +296,161 @@ def test_psgld_with_the_noise_bounded_auto_step_covers_its_nominal_levels(gaussi
     assert res.noise_variance() == pytest.approx(0.25, rel=0.1)
     mean, sd = res.predict(test.rows, test.cols, return_std=True)
     assert not within_mc_error(np.mean(np.abs(test.values - mean) <= 1.6449 * sd), 0.9, test.nnz)
-    default = psgld(train, test, blocks, "auto").coverage(test, levels=(0.9,))[0.9]
-    assert default > 0.9 and not within_mc_error(default, 0.9, test.nnz), default
+    # power: the stability rule alone (the default "auto" before PSGLD's per-row bound)
+    # over-covers, its phi too large
+    global_only = psgld(train, test, blocks, pymf.AutoStep(per_row=False))
+    over = global_only.coverage(test, levels=(0.9,))[0.9]
+    assert over > 0.9 and not within_mc_error(over, 0.9, test.nnz), over
+    assert global_only.noise_variance() > res.noise_variance()
+
+
+@pytest.mark.parametrize("blocks", [2, 4, 8])
+def test_psgld_default_auto_step_covers_its_nominal_levels(gaussian_split, blocks):
+    """PSGLD's default step_size="auto" with phi sampled: after the burn-in every row of W
+    and of H^T gets per-coordinate steps bounded so that the minibatch noise of a part (s =
+    B) inflates each row's stiffest direction by at most 1 + ROW_NOISE (pymf.engine.autostep,
+    point 5): it covers 50/80/90/95 % within binomial error on every grid, with phi near the
+    data's 0.25. Power: without the bound (AutoStep(per_row=False)) the same check rejects
+    the finer grids, where the stability rule alone over-covers (on 2 x 2 it is within
+    error: s - 1 = 1 there)."""
+    from pymf.engine.autostep import ROW_NOISE
+    train, test = gaussian_split
+    res = psgld(train, test, blocks, "auto")
+    chosen = res.params["auto_step"]
+    assert chosen["row_noise"] == ROW_NOISE and chosen["row_steps_from"] == 301
+    assert chosen["minibatch_scale"] == blocks
+    rows = chosen["row_steps"]
+    assert 0 < rows["min"] <= rows["median"] <= 1 and rows["min"] < 1
+    assert res.params["sampler"]["step_size"]["kind"] == "constant"
+    cov = res.coverage(test)
+    for level, observed in cov.items():
+        assert within_mc_error(observed, level, test.nnz, n_comparisons=4), (level, observed)
+    assert res.noise_variance() == pytest.approx(0.25, rel=0.06)
+    if blocks >= 4:
+        plain = psgld(train, test, blocks, pymf.AutoStep(per_row=False))
+        assert "row_noise" not in plain.params["auto_step"]
+        cov = plain.coverage(test)
+        assert not all(within_mc_error(observed, level, test.nnz, n_comparisons=4)
+                       for level, observed in cov.items()), cov
+        assert cov[0.9] > 0.9
+
+
+def _fisher_reference(W, Ht, rows, cols, beta):
+    """NumPy's row-by-row Fisher curvatures of Tweedie MF at phi = 1 (grid order)."""
+    mu = np.einsum("ek,ek->e", W[rows], Ht[cols])
+    weight = mu ** (beta - 2.0) if beta != 2.0 else np.ones_like(mu)
+    fw = np.zeros((len(W), W.shape[1], W.shape[1]))
+    fh = np.zeros((len(Ht), W.shape[1], W.shape[1]))
+    np.add.at(fw, rows, weight[:, None, None] * np.einsum("ek,el->ekl", Ht[cols], Ht[cols]))
+    np.add.at(fh, cols, weight[:, None, None] * np.einsum("ek,el->ekl", W[rows], W[rows]))
+    return fw, fh
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("beta", [1.0, 2.0])
+def test_psgld_row_steps_follow_the_fisher_curvature_of_each_row(sparse, beta):
+    """The C core's Fisher curvature of every row (sum over its entries of mu^(beta - 2)
+    h_j h_j^T; w_i w_i^T for H's columns) agrees with NumPy's on dense and sparse data,
+    Gaussian and Poisson (mirrored) NMF, and the factors are c_k = min(1, 2 delta / ((B -
+    1) eps H_kk rho)) of it: each row's alpha = eps (B - 1) lambda / 2 of the preconditioned
+    curvature diag(c) H is at most delta."""
+    from pymf.engine import autostep
+    from pymf.nmf.kernel import FactorKernel, GridMap, blocked_data, make_chain
+    rng = np.random.default_rng(1)
+    V, _, _ = pymf.datasets.make_tweedie_nmf(30, 26, 3, beta=beta, seed=2)
+    model = pymf.TweedieNMF(3, beta=beta, phi=0.7)
+    data = V
+    if sparse:
+        r, c = np.nonzero(rng.random(V.shape) < 0.6)
+        data = pymf.Ratings(r, c, V[r, c], shape=V.shape)
+    sampler = pymf.PSGLD(blocks=3)
+    layout = blocked_data(data, 3, True, 11)
+    chain = make_chain(sampler, layout, model, 5, 6, sampler.batch_size(layout.n_observed))
+    W = rng.gamma(2.0, 0.5, (30, 3))
+    Ht = rng.gamma(2.0, 0.5, (26, 3))
+    grid = GridMap(layout)
+    chain.set_state(*grid.to_grid(W, Ht.T), 0)
+    Wg, Htg, _ = chain.get_state()
+    observed = pymf.Ratings.from_dense(V) if not sparse else data
+    rows, cols = grid.test_indices(observed)
+    ref_w, ref_h = _fisher_reference(Wg, Htg, rows, cols, beta)
+    kernel = FactorKernel(chain, grid, model)
+    pieces = range(3)
+    np.testing.assert_allclose(np.concatenate([kernel._piece_fisher(b, pieces, True)
+                                               for b in pieces]), ref_w, rtol=1e-12)
+    np.testing.assert_allclose(np.concatenate([kernel._piece_fisher(c, pieces, False)
+                                               for c in pieces]), ref_h, rtol=1e-12)
+    eps = 0.05
+    kernel.plan_row_steps({"eps": eps, "minibatch_scale": 3.0, "row_noise": 0.35,
+                           "row_steps_from": 1})
+    kernel.run(np.full(1, eps))  # measured at the state before iteration 1
+    step_W, step_Ht = kernel.row_steps
+    for c, H in ((step_W, ref_w), (step_Ht, ref_h)):
+        assert c.min() < 1.0 and c.max() <= 1.0
+        H = H / model.phi
+        precond = np.sqrt(c)[:, :, None] * H * np.sqrt(c)[:, None, :]
+        alpha = eps * 2.0 * np.linalg.eigvalsh(precond)[:, -1] / 2.0
+        assert alpha.max() <= 0.35 * (1 + 1e-9)
+        # coordinates that are not bounded keep the stability step
+        diag, rho = autostep.diag_and_rho(H)
+        free = eps * 2.0 * diag * rho[:, None] / 2.0 <= 0.35
+        assert np.all(c[free] == 1.0) and np.all(c[~free] < 1.0)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_psgld_per_row_steps_are_deterministic_and_resume_bit_for_bit(gaussian_split, tmp_path,
+                                                                      sparse):
+    """The factors are measured at the state after the burn-in: the same bits for 1 and 2
+    threads, and a run interrupted before or after that iteration and resumed equals the
+    uninterrupted one (the factors travel in the checkpoint); Gaussian MF with phi sampled,
+    and sparse Poisson NMF (mirrored). A given step, and AutoStep(per_row=False), run the
+    plain chain."""
+    if sparse:
+        V, _, _ = pymf.datasets.make_tweedie_nmf(40, 36, 3, beta=1.0, seed=3)
+        r, c = np.nonzero(np.random.default_rng(0).random(V.shape) < 0.5)
+        train = pymf.Ratings(r, c, V[r, c], shape=V.shape)
+        model = pymf.TweedieNMF(3, beta=1.0)
+    else:
+        train, _ = gaussian_split
+        model = pymf.TweedieNMF(2, beta=2.0, phi="sample", prior="gaussian")
+
+    def run(threads=1, step_size="auto", **options):
+        return pymf.sample(model, train, pymf.PSGLD(blocks=4, n_threads=threads,
+                                                    step_size=step_size),
+                           seed=5, **{"n_samples": 30, "burnin": 20, **options})
+
+    # without a burn-in there is no post-burn-in state to measure at: the plain chain
+    cold = run(burnin=0)
+    assert "row_noise" not in cold.params["auto_step"]
+    assert "no burn-in" in cold.params["auto_step"]["per_row"]
+    np.testing.assert_array_equal(cold.W_samples, run(step_size=pymf.AutoStep(per_row=False),
+                                                      burnin=0).W_samples)
+    whole = run()
+    assert whole.params["auto_step"]["row_steps_from"] == 21
+    assert whole.params["auto_step"]["row_steps"]["min"] < 1
+    np.testing.assert_array_equal(run(threads=2).W_samples, whole.W_samples)
+    plain = run(step_size=pymf.AutoStep(per_row=False))
+    assert not np.array_equal(plain.W_samples, whole.W_samples)  # the bound acts
+    # the burn-in is the plain chain's, bit for bit
+    burning = whole.trace["iteration"] <= 20
+    assert burning.sum() > 10
+    np.testing.assert_array_equal(whole.trace["loglik"][burning], plain.trace["loglik"][burning])
+    if not model.sample_phi:  # the stability rule alone is the constant step it chose
+        given = run(step_size=plain.params["auto_step"]["eps"])
+        np.testing.assert_array_equal(given.W_samples, plain.W_samples)
+        assert "auto_step" not in given.params
+    for stop_at in (10, 30):  # inside the burn-in, and after the factors were set
+        path = tmp_path / f"ck{stop_at}.npz"
+
+        def stop(info):
+            return info["iteration"] >= stop_at
+
+        first = run(checkpoint=path, callback=stop, checkpoint_every=1)
+        assert first.iterations < 50
+        resumed = run(checkpoint=path, threads=2)
+        np.testing.assert_array_equal(resumed.W_samples, whole.W_samples)
+        np.testing.assert_array_equal(resumed.H_samples, whole.H_samples)
+        assert resumed.params["auto_step"] == whole.params["auto_step"]
 
 
 def test_the_noise_bound_is_recorded_checked_and_refused_where_unknown(gaussian_split):

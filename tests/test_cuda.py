@@ -93,7 +93,7 @@ def shim(tmp_path_factory):
     lib = ctypes.CDLL(str(library))
     P, L, D = ctypes.c_void_p, ctypes.c_longlong, ctypes.c_double
     update_types = [P, P, P, P, P, P, P, P, L, P, P, L, D, P, P, P, L, P, P, L, D, ctypes.c_int, D,
-                    ctypes.c_int, ctypes.c_ulonglong, ctypes.c_ulonglong, P]
+                    ctypes.c_int, ctypes.c_ulonglong, ctypes.c_ulonglong, P, P, P]
     for suffix, real in (("f32", ctypes.c_float), ("f64", ctypes.c_double)):
         getattr(lib, f"shim_launch_factors_sparse_{suffix}").argtypes = [
             ctypes.c_uint, ctypes.c_uint, P, P, P, P, L, P, P, P, ctypes.c_int, real, real]
@@ -102,7 +102,8 @@ def shim(tmp_path_factory):
         I, U64 = ctypes.c_int, ctypes.c_ulonglong
         getattr(lib, f"shim_launch_factors_dense_{suffix}").argtypes = [ctypes.c_uint] * 5 + [
             P, P, P, P, P, P, I, I, L, I, L, real, real]
-        ring_types = [P, P, P, P, I, I, L, L, real, P, P, I, U64, D, D, I, U64, P, L, P, P]
+        ring_types = [P, P, P, P, I, I, L, L, real, P, P, I, U64, D, D, I, U64, P, L, P, P, P, P,
+                      U64]
         launch_types = [ctypes.c_uint, ctypes.c_uint, ctypes.c_size_t, I]
         getattr(lib, f"shim_launch_ring_dense_{suffix}").argtypes = launch_types + [P, L] + ring_types
         getattr(lib, f"shim_launch_ring_sparse_{suffix}").argtypes = launch_types + [P] * 5 + ring_types
@@ -170,7 +171,7 @@ def shim_iteration(lib, data, W, Ht, G, t, eps, model, noise_seed, dense_V=None)
     layout = [[ptr(a) if isinstance(a, np.ndarray) or a is None else a for a in args] for args in (w, h)]
     lib.shim_update_factors_f64(ptr(W_next), ptr(W), ptr(Ht_next), ptr(Ht), ptr(G), *layout[0],
                                 n_rows, model.lam_w, *layout[1], n_cols, model.lam_h, K, eps,
-                                exponential, noise_seed, t, ptr(flag))
+                                exponential, noise_seed, t, ptr(flag), None, None)
     assert flag[0] == 0
     return W_next, Ht_next
 
@@ -448,6 +449,34 @@ def test_ring_kernel_and_launches_give_the_same_chain(shim, sparse, dtype):
         assert np.array_equal(a, b)
 
 
+@pytest.mark.parametrize("strategy", ["launches", "ring"])
+@pytest.mark.parametrize("sparse", [True, False])
+@pytest.mark.parametrize("beta, prior", [(1.0, "exponential"), (2.0, "gaussian")])
+def test_row_step_factors_on_host_shim_reproduce_the_c_sampler(shim, strategy, sparse, beta,
+                                                               prior):
+    """Per-coordinate step factors (PSGLD's per-row bound) set from iteration 4 on: both
+    strategies, queued in chunks of 3 iterations (one crosses iteration 4), mirrored and not,
+    move the chain as the C sampler does, bit for bit; without the factors they differ."""
+    cpu, cuda, _ = chains_on_the_host(shim, sparse, beta, prior, check_every=3,
+                                      strategy=strategy)
+    plain_cpu, _, _ = chains_on_the_host(shim, sparse, beta, prior)
+    rng = np.random.default_rng(4)
+    W, Ht, _ = cpu.get_state()
+    step_W = rng.uniform(0.05, 1.0, W.shape)
+    step_Ht = rng.uniform(0.05, 1.0, Ht.shape)
+    cpu.set_row_steps(step_W, step_Ht, 4)
+    cuda.set_row_steps(step_W, step_Ht, 4)
+    steps = 1e-3 / np.arange(1, 8) ** 0.51
+    cpu.run(steps)
+    cuda.run(steps)
+    plain_cpu.run(steps)
+    for a, b, plain in zip(cuda.get_state()[:2], cpu.get_state()[:2], plain_cpu.get_state()[:2]):
+        assert np.array_equal(a, b)
+        assert not np.array_equal(a, plain)
+    with pytest.raises(ValueError, match="step factor"):
+        cuda.set_row_steps(step_W * 0, step_Ht, 4)
+
+
 def test_dense_factor_kernel_with_many_tiles_and_a_ragged_rank(shim):
     """psgld_factors_dense_* where tiles, blocks and the rank do not line up (70 x 50 on 2
     blocks: 3 x 2 tiles of 16 per block; rank 21: two tiles of k, a ragged last group of
@@ -684,3 +713,29 @@ def test_gpu_posterior_mean_matches_cpu():
         draws[backend] = batch_means(np.stack(chains))
     z = z_scores(*draws["cuda"], *draws["cpu"]).ravel()
     assert np.all(np.abs(z) < bonferroni_z(1e-3, z.size))
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_gpu_auto_step_runs_the_per_row_bound_as_the_cpu_chain(shim_as_gpu, sparse):
+    """PSGLD's default "auto" on the GPU chain (the kernels on the host shim): after the
+    burn-in the kernels move each coordinate with its step factor (pymf.engine.autostep,
+    point 5), measured by the CPU core's Fisher curvature on the host: the chain, its
+    factors and their record are the CPU chain's bit for bit (float64), in chunks that
+    cross the burn-in's end. Power: without the factors the chains differ."""
+    data = poisson_nmf_data(40, 36, 4, sparse)
+    model = pymf.TweedieNMF(4)
+
+    def run(backend, step="auto"):
+        return pymf.sample(model, data, pymf.PSGLD(blocks=4, backend=backend, step_size=step),
+                           n_samples=20, burnin=10, thin=2, seed=2, progress=False)
+
+    cuda, cpu = run("cuda"), run("cpu")
+    chosen = cuda.params["auto_step"]
+    assert chosen["row_steps_from"] == 11 and chosen["row_steps"]["min"] < 1
+    assert chosen == cpu.params["auto_step"]
+    assert np.array_equal(cuda.W_samples, cpu.W_samples)
+    assert np.array_equal(cuda.H_samples, cpu.H_samples)
+    assert np.array_equal(cuda.trace["loglik"], cpu.trace["loglik"])
+    plain = run("cuda", pymf.AutoStep(per_row=False))
+    assert not np.array_equal(plain.W_samples, cuda.W_samples)
+    assert np.array_equal(plain.W_samples, run("cpu", pymf.AutoStep(per_row=False)).W_samples)

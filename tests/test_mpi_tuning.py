@@ -122,6 +122,35 @@ def test_psgld_ring_with_the_noise_bounded_auto_step_equals_shared_memory(tmp_pa
     assert_same_chain(distributed, shared)
 
 
+def test_psgld_ring_per_row_steps_equal_shared_memory_and_resume(tmp_path):
+    """PSGLD's default "auto" on 3 ranks, phi sampled, 10 burn-in iterations: the per-row
+    factors are measured collectively at the end of the burn-in (H^T's Fisher curvature
+    passed along the ranks in piece order, as shared memory adds its row pieces) and equal
+    shared memory's bit for bit, as does the chain; stopped inside the burn-in (iteration
+    6) or after the factors were set (20) and run again, the ring resumes the same chain
+    (the factors travel in the checkpoint)."""
+    V = gaussian_data()
+    np.save(tmp_path / "V.npy", V)
+    model = pymf.TweedieNMF(3, beta=2.0, phi="sample", prior="gaussian")
+    shared = pymf.sample(model, V, pymf.PSGLD(blocks=3), n_samples=40, burnin=10, thin=2,
+                         seed=3)
+    chosen = shared.params["auto_step"]
+    assert chosen["row_steps_from"] == 11 and chosen["row_steps"]["min"] < 1
+    plain = pymf.sample(model, V, pymf.PSGLD(blocks=3, step_size=pymf.AutoStep(per_row=False)),
+                        n_samples=40, burnin=10, thin=2, seed=3)
+    assert not np.array_equal(plain.W_samples, shared.W_samples)
+    for stop_at in (6, 20):  # the resumed runs measure (6) or restore (20) the factors
+        out = tmp_path / f"out{stop_at}"
+        run_script(tmp_path, PSGLD_SCRIPT, 3, tmp_path / "V.npy", out, "sample", "auto",
+                   stop_at, 10)
+        assert pymf.load(str(out)).iterations < 50
+        run_script(tmp_path, PSGLD_SCRIPT, 3, tmp_path / "V.npy", out, "sample", "auto",
+                   "none", 10)
+        distributed = pymf.load(str(out))
+        assert distributed.params["auto_step"] == chosen
+        assert_same_chain(distributed, shared)
+
+
 HAMCMC_SCRIPT = """
 import sys, numpy as np, pymf, pymf.mpi
 from mpi4py import MPI

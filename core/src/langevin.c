@@ -27,6 +27,10 @@ struct pymf_langevin {
     int64_t *part_sizes;      /* |Pi_p| */
     int64_t n_observed;       /* N (of the whole data set in a distributed run) */
     double step_scale;        /* phi / phi_ref with scale_step_by_phi, else 1 */
+    /* per-coordinate step factors c and their square roots (pymf_langevin_set_row_steps),
+     * used from iteration row_steps_from on; NULL: none */
+    double *row_step_W, *row_step_Ht, *row_sd_W, *row_sd_Ht;
+    int64_t row_steps_from;
 };
 
 void pymf_langevin_destroy(pymf_langevin *s)
@@ -41,6 +45,10 @@ void pymf_langevin_destroy(pymf_langevin *s)
     free(s->gHt);
     free(s->batch);
     free(s->part_sizes);
+    free(s->row_step_W);
+    free(s->row_step_Ht);
+    free(s->row_sd_W);
+    free(s->row_sd_Ht);
     if (s->rng != NULL)
         gsl_rng_free(s->rng);
     free(s);
@@ -169,11 +177,14 @@ int pymf_langevin_part(const pymf_langevin *s, int64_t t)
 
 /* The Langevin move of rows [r0, r1) of one factor matrix (row-major, K columns):
  * next = cur + eps * (grad + prior gradient) + sqrt(2 eps) z, mirrored for the exponential
- * prior. Returns 0 if any new value is not finite. */
+ * prior. With step factors (factor, factor_sd = sqrt(factor), indexed as cur; NULL: none)
+ * coordinate e moves by eps c_e (grad + prior gradient) + sqrt(2 eps) sqrt(c_e) z: the same
+ * noise z, so a factor of 1 is the plain move. Returns 0 if any new value is not finite. */
 PYMF_VECTOR_CLONES
 static int langevin_rows(const pymf_langevin *s, const double *cur, const double *grad,
                          double *next, int64_t r0, int64_t r1, double eps, double lam,
-                         uint32_t stream, int64_t t)
+                         uint32_t stream, int64_t t, const double *factor,
+                         const double *factor_sd)
 {
     const int K = s->model.likelihood.rank;
     const double noise_sd = sqrt(2.0 * eps);
@@ -194,6 +205,19 @@ static int langevin_rows(const pymf_langevin *s, const double *cur, const double
         const double *restrict z = noise;
         double *restrict n = next + i0 * K;
         const int64_t entries = (i1 - i0) * K;
+        if (factor != NULL) {
+            /* a constant diagonal preconditioner: mirroring stays exact, as each
+             * coordinate's reflection at 0 is its own */
+            const double *restrict f = factor + i0 * K, *restrict f_sd = factor_sd + i0 * K;
+            for (int64_t e = 0; e < entries; ++e) {
+                const double prior_grad = exponential ? -lam : -lam * c[e];
+                double x = c[e] + eps * f[e] * (g[e] + prior_grad) + noise_sd * f_sd[e] * z[e];
+                x = exponential ? fabs(x) : x;
+                n[e] = x;
+                finite &= isfinite(x) ? 1 : 0;
+            }
+            continue;
+        }
         for (int64_t e = 0; e < entries; ++e) {
             /* exponential prior: d/dx log(lam e^{-lam x}) = -lam on x >= 0;
              * Gaussian prior N(0, 1/lam): -lam x */
@@ -224,10 +248,13 @@ static int psgld_block(pymf_langevin *s, int b, int c, double scale, double eps,
         memset(s->gW + r0 * K, 0, sizeof(double) * (size_t)((r1 - r0) * K));
         memset(s->gHt + c0 * K, 0, sizeof(double) * (size_t)((c1 - c0) * K));
     }
+    const int bounded = s->row_step_W != NULL && t >= s->row_steps_from;
     int finite = langevin_rows(s, s->W, s->gW, s->W_next, r0, r1, eps, s->model.lam_w,
-                               PYMF_STREAM_W, t);
+                               PYMF_STREAM_W, t, bounded ? s->row_step_W : NULL,
+                               bounded ? s->row_sd_W : NULL);
     finite &= langevin_rows(s, s->Ht, s->gHt, s->Ht_next, c0, c1, eps, s->model.lam_h,
-                            PYMF_STREAM_H, t);
+                            PYMF_STREAM_H, t, bounded ? s->row_step_Ht : NULL,
+                            bounded ? s->row_sd_Ht : NULL);
     return finite;
 }
 
@@ -311,12 +338,17 @@ pymf_status pymf_langevin_run(pymf_langevin *s, int64_t n_iter, const double *st
                                   s->gHt, err);
             else
                 sgld_gradient(s, t);
+            const int bounded = s->row_step_W != NULL && t >= s->row_steps_from;
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(& : finite)
             for (int b = 0; b < B; ++b) {
                 finite &= langevin_rows(s, s->W, s->gW, s->W_next, g->row_start[b],
-                                        g->row_start[b + 1], eps, s->model.lam_w, PYMF_STREAM_W, t);
+                                        g->row_start[b + 1], eps, s->model.lam_w, PYMF_STREAM_W, t,
+                                        bounded ? s->row_step_W : NULL,
+                                        bounded ? s->row_sd_W : NULL);
                 finite &= langevin_rows(s, s->Ht, s->gHt, s->Ht_next, g->col_start[b],
-                                        g->col_start[b + 1], eps, s->model.lam_h, PYMF_STREAM_H, t);
+                                        g->col_start[b + 1], eps, s->model.lam_h, PYMF_STREAM_H, t,
+                                        bounded ? s->row_step_Ht : NULL,
+                                        bounded ? s->row_sd_Ht : NULL);
             }
         }
         if (!finite) {
@@ -396,5 +428,124 @@ pymf_status pymf_langevin_set_phi(pymf_langevin *s, double phi, pymf_error *err)
         return pymf_fail(err, PYMF_EINVAL, "phi must be positive and finite, got %g", phi);
     s->model.likelihood.phi = phi;
     s->step_scale = s->config.scale_step_by_phi ? phi / s->config.phi_ref : 1.0;
+    return PYMF_OK;
+}
+
+/* ---- per-coordinate step factors (PSGLD's per-row bound) ---- */
+
+static void free_row_steps(pymf_langevin *s)
+{
+    free(s->row_step_W);
+    free(s->row_step_Ht);
+    free(s->row_sd_W);
+    free(s->row_sd_Ht);
+    s->row_step_W = s->row_step_Ht = s->row_sd_W = s->row_sd_Ht = NULL;
+}
+
+pymf_status pymf_langevin_set_row_steps(pymf_langevin *s, const double *step_W,
+                                        const double *step_Ht, int64_t from_t, pymf_error *err)
+{
+    if (step_W == NULL && step_Ht == NULL) {
+        free_row_steps(s);
+        return PYMF_OK;
+    }
+    if (step_W == NULL || step_Ht == NULL || from_t < 1)
+        return pymf_fail(err, PYMF_EINVAL, "row steps need factors for W and H and a first "
+                                           "iteration >= 1");
+    const pymf_grid *g = s->data->grid;
+    const int K = s->model.likelihood.rank;
+    const size_t w_size = (size_t)(g->n_rows * K), h_size = (size_t)(g->n_cols * K);
+    for (size_t e = 0; e < w_size + h_size; ++e) {
+        const double c = e < w_size ? step_W[e] : step_Ht[e - w_size];
+        if (!(c > 0.0 && c <= 1.0))
+            return pymf_fail(err, PYMF_EINVAL, "a step factor must be in (0, 1], got %g", c);
+    }
+    double *fw = malloc(sizeof(double) * w_size), *fh = malloc(sizeof(double) * h_size);
+    double *sw = malloc(sizeof(double) * w_size), *sh = malloc(sizeof(double) * h_size);
+    if (!fw || !fh || !sw || !sh) {
+        free(fw);
+        free(fh);
+        free(sw);
+        free(sh);
+        return pymf_fail(err, PYMF_ENOMEM, "out of memory for the row step factors");
+    }
+    for (size_t e = 0; e < w_size; ++e) {
+        fw[e] = step_W[e];
+        sw[e] = sqrt(step_W[e]);
+    }
+    for (size_t e = 0; e < h_size; ++e) {
+        fh[e] = step_Ht[e];
+        sh[e] = sqrt(step_Ht[e]);
+    }
+    free_row_steps(s);
+    s->row_step_W = fw;
+    s->row_step_Ht = fh;
+    s->row_sd_W = sw;
+    s->row_sd_Ht = sh;
+    s->row_steps_from = from_t;
+    return PYMF_OK;
+}
+
+/* weight * x x^T added to the upper triangle of the K x K block out (the lower one is
+ * filled once at the end by pymf_langevin_fisher_mirror) */
+static void add_outer(int K, double weight, const double *x, double *out)
+{
+    for (int k = 0; k < K; ++k) {
+        const double wx = weight * x[k];
+        double *row = out + (int64_t)k * K;
+        for (int l = k; l < K; ++l)
+            row[l] += wx * x[l];
+    }
+}
+
+static void fisher_entry(int K, double beta, const double *w, const double *h, double *fw,
+                         double *fh)
+{
+    /* Tweedie's Fisher information of mu at phi = 1: 1 / Var(v) = mu^(beta - 2) */
+    const double mu = pymf_tweedie_floor_mu(pymf_dot(w, h, K), beta);
+    const double weight = beta == 2.0 ? 1.0 : pow(mu, beta - 2.0);
+    if (fw != NULL)
+        add_outer(K, weight, h, fw);
+    if (fh != NULL)
+        add_outer(K, weight, w, fh);
+}
+
+void pymf_langevin_fisher_mirror(int K, int64_t n, double *fisher)
+{
+    for (int64_t i = 0; i < n; ++i) {
+        double *m = fisher + i * K * K;
+        for (int k = 0; k < K; ++k)
+            for (int l = 0; l < k; ++l)
+                m[(int64_t)k * K + l] = m[(int64_t)l * K + k];
+    }
+}
+
+pymf_status pymf_langevin_fisher_block(const pymf_langevin *s, int b, int c, double *fisher_W,
+                                       double *fisher_Ht, pymf_error *err)
+{
+    const pymf_blocked_data *d = s->data;
+    const pymf_grid *g = d->grid;
+    const int K = s->model.likelihood.rank, B = g->n_blocks;
+    const double beta = s->model.likelihood.beta;
+    if (b < 0 || b >= B || c < 0 || c >= B)
+        return pymf_fail(err, PYMF_EINVAL, "block (%d, %d) is not on the %d x %d grid", b, c, B, B);
+    const int64_t r0 = g->row_start[b], c0 = g->col_start[c];
+    const int64_t KK = (int64_t)K * K;
+    if (d->is_dense) {
+        /* the dense layout's block, row by row: the sparse layout's order */
+        for (int64_t i = r0; i < g->row_start[b + 1]; ++i)
+            for (int64_t j = c0; j < g->col_start[c + 1]; ++j)
+                fisher_entry(K, beta, s->W + i * K, s->Ht + j * K,
+                             fisher_W ? fisher_W + (i - r0) * KK : NULL,
+                             fisher_Ht ? fisher_Ht + (j - c0) * KK : NULL);
+    } else {
+        const int64_t blk = (int64_t)b * B + c;
+        for (int64_t e = d->block_ptr[blk]; e < d->block_ptr[blk + 1]; ++e) {
+            const int64_t i = d->rows[e], j = d->cols[e];
+            fisher_entry(K, beta, s->W + i * K, s->Ht + j * K,
+                         fisher_W ? fisher_W + (i - r0) * KK : NULL,
+                         fisher_Ht ? fisher_Ht + (j - c0) * KK : NULL);
+        }
+    }
     return PYMF_OK;
 }

@@ -52,5 +52,11 @@ cdef extern from "pymf/langevin.h" nogil:
                                        pymf_error *err)
     double pymf_langevin_phi(const pymf_langevin *sampler)
     pymf_status pymf_langevin_set_phi(pymf_langevin *sampler, double phi, pymf_error *err)
+    pymf_status pymf_langevin_set_row_steps(pymf_langevin *sampler, const double *step_W,
+                                            const double *step_Ht, int64_t from_t,
+                                            pymf_error *err)
+    pymf_status pymf_langevin_fisher_block(const pymf_langevin *sampler, int b, int c,
+                                           double *fisher_W, double *fisher_Ht, pymf_error *err)
+    void pymf_langevin_fisher_mirror(int rank, int64_t n, double *fisher)
     pymf_status pymf_sgld_minibatch(uint64_t schedule_seed, int64_t t, int64_t n_observed,
                                     int64_t batch_size, int64_t *out, pymf_error *err)

@@ -130,6 +130,57 @@ cdef class LangevinChain(FactorChain):
         check(&err)
         return pymf_langevin_phi(self.chain)
 
+    def set_row_steps(self, step_W, step_Ht, int64_t from_t=1):
+        """Per-coordinate step factors c in (0, 1] (grid order: I x K for W, J x K for H^T)
+        used from iteration from_t on (pymf_langevin_set_row_steps); None for both removes
+        them."""
+        cdef pymf_error err
+        cdef double[:, ::1] sw
+        cdef double[:, ::1] sh
+        pymf_error_clear(&err)
+        if step_W is None and step_Ht is None:
+            pymf_langevin_set_row_steps(self.chain, NULL, NULL, 0, &err)
+            check(&err)
+            return
+        sw = np.ascontiguousarray(step_W, dtype=np.float64)
+        sh = np.ascontiguousarray(step_Ht, dtype=np.float64)
+        if (sw.shape[0] != self.data.grid.n_rows or sh.shape[0] != self.data.grid.n_cols
+                or sw.shape[1] != self.rank or sh.shape[1] != self.rank):
+            raise ValueError(f"row step factors must be {self.data.grid.n_rows} x {self.rank} "
+                             f"and {self.data.grid.n_cols} x {self.rank}")
+        pymf_langevin_set_row_steps(self.chain, &sw[0, 0], &sh[0, 0], from_t, &err)
+        check(&err)
+
+    def fisher_block(self, int b, int c, fisher_W, fisher_Ht):
+        """Add the likelihood's Fisher curvature at phi = 1 over this chain's entries of block
+        (b, c) (pymf_langevin_fisher_block) to fisher_W (row piece b's rows) and fisher_Ht
+        (column piece c's columns): C-contiguous float64 (n, K, K) arrays, or None; upper
+        triangles only (fisher_mirror completes them)."""
+        cdef pymf_error err
+        cdef double *w = NULL
+        cdef double *h = NULL
+        cdef double[:, :, ::1] fw
+        cdef double[:, :, ::1] fh
+        cdef int B = self.data.grid.n_blocks
+        if not (0 <= b < B and 0 <= c < B):
+            raise ValueError("(b, c) must be a block of the grid")
+        cdef int64_t rows = self.data.grid.row_start[b + 1] - self.data.grid.row_start[b]
+        cdef int64_t cols = self.data.grid.col_start[c + 1] - self.data.grid.col_start[c]
+        if fisher_W is not None:
+            fw = fisher_W
+            if fw.shape[0] != rows or fw.shape[1] != self.rank or fw.shape[2] != self.rank:
+                raise ValueError("fisher_W must hold row piece b's rows, K x K each")
+            w = &fw[0, 0, 0]
+        if fisher_Ht is not None:
+            fh = fisher_Ht
+            if fh.shape[0] != cols or fh.shape[1] != self.rank or fh.shape[2] != self.rank:
+                raise ValueError("fisher_Ht must hold column piece c's columns, K x K each")
+            h = &fh[0, 0, 0]
+        pymf_error_clear(&err)
+        with nogil:
+            pymf_langevin_fisher_block(self.chain, b, c, w, h, &err)
+        check(&err)
+
     def part(self, int64_t t):
         """The part PSGLD uses at iteration t (1-based)."""
         return pymf_langevin_part(self.chain, t)
@@ -154,3 +205,14 @@ def sgld_minibatch(uint64_t schedule_seed, int64_t t, int64_t n_observed, int64_
         pymf_sgld_minibatch(schedule_seed, t, n_observed, batch_size, &o[0], &err)
     check(&err)
     return out
+
+
+def fisher_mirror(fisher):
+    """Copy the upper triangles of a (n, K, K) C-contiguous float64 stack into the lower ones
+    (after LangevinChain.fisher_block); returns it."""
+    cdef double[:, :, ::1] f = fisher
+    if f.shape[1] != f.shape[2]:
+        raise ValueError("fisher must be a stack of square matrices")
+    if f.shape[0] and f.shape[1]:
+        pymf_langevin_fisher_mirror(<int>f.shape[1], f.shape[0], &f[0, 0, 0])
+    return fisher

@@ -12,7 +12,7 @@ import numpy as np
 
 from pymf import gpu
 from pymf.errors import DivergenceError
-from pymf.nmf import _tweedie
+from pymf.nmf import _sgld, _tweedie
 
 RING_THREADS = 256  # PYMF_RING_THREADS in cuda/psgld.cu (its __launch_bounds__)
 
@@ -135,6 +135,12 @@ class CudaPSGLDChain:
             raise ValueError(f"check_every must be >= 1, got {check_every}")
         self.requested_strategy = strategy
         self.strategy = self._choose_strategy(strategy)
+        # PSGLD's per-row step factors on the device (set_row_steps), from iteration
+        # row_steps_from on; None: the plain chain
+        self.step_W = self.step_Ht = None
+        self.row_steps_from = 0
+        self._host_chain = None  # the CPU core's chain that measures the Fisher curvature
+        self._host_synced = None  # the host_state it was last given
         with device:
             kernels = device.kernels("f64" if self.dtype == np.float64 else "f32")
             self.row_start = device.to_device(data.row_start.astype(np.int64))
@@ -254,6 +260,51 @@ class CudaPSGLDChain:
         W, Ht, _ = self.get_state()
         return _tweedie.loglik(self.data, W, Ht, self.model.beta, self.model.phi)
 
+    def set_row_steps(self, step_W, step_Ht, from_t=1):
+        """Per-coordinate step factors c in (0, 1] (grid order) from iteration from_t on, as
+        LangevinChain.set_row_steps: the kernels move a coordinate by eps c (gradient) and
+        sqrt(2 eps) sqrt(c) z. None for both removes them."""
+        if step_W is None and step_Ht is None:
+            self.step_W = self.step_Ht = None
+            return
+        step_W = np.ascontiguousarray(step_W, dtype=np.float64)
+        step_Ht = np.ascontiguousarray(step_Ht, dtype=np.float64)
+        if step_W.shape != (self.data.shape[0], self.rank) or \
+                step_Ht.shape != (self.data.shape[1], self.rank):
+            raise ValueError(f"row step factors must be {self.data.shape[0]} x {self.rank} and "
+                             f"{self.data.shape[1]} x {self.rank}")
+        if not (np.all(step_W > 0) and np.all(step_W <= 1) and np.all(step_Ht > 0)
+                and np.all(step_Ht <= 1)):
+            raise ValueError("a step factor must be in (0, 1]")
+        if int(from_t) < 1:
+            raise ValueError("row steps need a first iteration >= 1")
+        with self.device:
+            self.step_W = self.device.to_device(step_W.ravel())
+            self.step_Ht = self.device.to_device(step_Ht.ravel())
+        self.row_steps_from = int(from_t)
+
+    def fisher_block(self, b, c, fisher_W, fisher_Ht):
+        """LangevinChain.fisher_block at the device's current state: the CPU core's
+        function on a host chain of the same data (synchronised once per state), so the
+        factors are the CPU chain's."""
+        if self._host_chain is None:
+            m = self.model
+            self._host_chain = _sgld.LangevinChain(self.data, "psgld", m.rank, m.beta, m.phi,
+                                                   m.prior, m.lam_w, m.lam_h, 0, 0)
+        if self._host_synced is not self.host_state or self.host_state is None:
+            W, Ht, t = self.get_state()  # caches host_state until the next run / set_state
+            self._host_chain.set_state(W, Ht, t)
+            self._host_synced = self.host_state
+        self._host_chain.fisher_block(b, c, fisher_W, fisher_Ht)
+
+    def _row_step_args(self, t):
+        """The kernels' factor pointers for iteration t (null before row_steps_from, or
+        without factors; the ring kernel gets them with row_steps_from and checks t itself)."""
+        null = self.device.null
+        if self.step_W is None or t < self.row_steps_from:
+            return null, null
+        return self.step_W, self.step_Ht
+
     def run(self, step_sizes):
         """Iterations with these step sizes. The kernels of up to check_every iterations are
         queued back to back, each iteration raising its own divergence flag, and the host
@@ -309,7 +360,8 @@ class CudaPSGLDChain:
             self.dtype(self.model.beta), self.coef_of_part, self.steps, np.int32(len(steps)),
             np.uint64(self.t), np.float64(self.model.lam_w), np.float64(self.model.lam_h),
             self.exponential, np.uint64(self.noise_seed), self.progress,
-            np.int64(self.ring_wait_seconds * 1e9), self.flags, self.stalled),
+            np.int64(self.ring_wait_seconds * 1e9), self.flags, self.stalled,
+            *self._row_step_args(self.row_steps_from), np.uint64(self.row_steps_from)),
             shared_bytes=int(self.ring_shared_bytes()))
         self.t += len(steps)
         if device.to_host(self.stalled).any():
@@ -366,7 +418,7 @@ class CudaPSGLDChain:
             self.W_next, self.W, self.Ht_next, self.Ht, self.G, *w_args, i64(n_rows),
             np.float64(self.model.lam_w), *h_args, i64(n_cols), np.float64(self.model.lam_h),
             np.int32(K), np.float64(eps), self.exponential, np.uint64(self.noise_seed),
-            np.uint64(t), flag))
+            np.uint64(t), flag, *self._row_step_args(t)))
         self.W, self.W_next = self.W_next, self.W
         self.Ht, self.Ht_next = self.Ht_next, self.Ht
         self.t = t

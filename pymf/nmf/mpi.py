@@ -55,6 +55,7 @@ from pymf.engine.seeds import resolve_seed
 from pymf.engine.steps import ConstantStep
 from pymf.engine.storage import check_checkpoint, npz_path
 from pymf.errors import DivergenceError
+from pymf.nmf import _sgld
 from pymf.nmf.cli import phi_value, step_value
 from pymf.nmf.kernel import (FactorKernel, GridMap, check_init, make_chain, prepare_test,
                              resolve_auto_step, run_facts, run_fingerprint, run_seeds,
@@ -221,7 +222,7 @@ class RingKernel(FactorKernel):
         return int(self.col_start[piece]), int(self.col_start[piece + 1])
 
     # ---- running ----
-    def run(self, steps):
+    def _run_units(self, steps):
         self._loglik = self._gathered = None
         start = self.counter
         saved = self._save()  # where to go back to after a divergence
@@ -233,6 +234,30 @@ class RingKernel(FactorKernel):
             raise DivergenceError(
                 f"the chain diverged at iteration {first} (a parameter became infinite or NaN; "
                 "try a smaller step size); the last finite state is kept", iteration=first)
+
+    def _fisher_factors(self):
+        """PSGLD's per-row step factors as shared memory measures them: the whole H
+        gathered into every rank's chain; each rank's rows from its own blocks (their
+        factors gathered in rank order = grid order); each column piece's curvature passed
+        from rank 0 to rank B - 1, every rank adding its block of that piece in turn, as
+        shared memory adds blocks (0..B-1, c) (the same bits); the last rank turns them into
+        factors and broadcasts them. Memory: one piece's K x K matrices at a time."""
+        comm, B, K = self.comm, self.B, self.model.rank
+        self._load_whole_H(self.grid_state()[1])
+        mine = self._row_step_factors(self._piece_fisher(self.rank, range(B), True))
+        step_Ht = []
+        for c in range(B):
+            c0, c1 = self._cols(c)
+            fisher = np.zeros((c1 - c0, K, K))
+            if self.rank > 0:
+                comm.Recv(fisher, source=self.rank - 1, tag=1)
+            self.chain.fisher_block(self.rank, c, None, fisher)
+            if self.rank < B - 1:
+                comm.Send(fisher, dest=self.rank + 1, tag=1)
+            else:
+                step_Ht.append(self._row_step_factors(_sgld.fisher_mirror(fisher)))
+        step_Ht = comm.bcast(np.concatenate(step_Ht) if self.rank == B - 1 else None, root=B - 1)
+        return np.concatenate(comm.allgather(mine)), step_Ht
 
     def _save(self):
         """What _rewind needs to bring this rank's chain back to where a call began."""
@@ -503,6 +528,8 @@ def sample_ring(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ou
     row_start, col_start = local.row_start, local.col_start
     kernel = kernel_class(comm, chain, grid, model, test if rank == 0 else None, row_start,
                           col_start)
+    if auto_step is not None and "row_noise" in auto_step:
+        kernel.plan_row_steps(auto_step)  # PSGLD's per-row bound, measured collectively
 
     def on_rank0(info):
         # a KeyboardInterrupt raised by the callback is a Ctrl-C (as in shared memory): every

@@ -67,6 +67,8 @@ def sample_nmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ini
     observed, test, grid, chain, seed, facts, fingerprint, sampler = _setup(
         model, data, sampler, seed, init, test, chain_factory, burnin)
     kernel = kernel_class(chain, grid, model, test)
+    if "row_noise" in facts.get("auto_step", {}):
+        kernel.plan_row_steps(facts["auto_step"])  # PSGLD's per-row bound after the burn-in
     params = sample_params(facts, n_samples, burnin, thin, sampler, test)
 
     def make_result(record):

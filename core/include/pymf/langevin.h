@@ -94,6 +94,29 @@ pymf_status pymf_langevin_draw_phi(pymf_langevin *sampler, double half_rss_total
 double pymf_langevin_phi(const pymf_langevin *sampler);
 pymf_status pymf_langevin_set_phi(pymf_langevin *sampler, double phi, pymf_error *err);
 
+/* Per-coordinate step factors (PSGLD's per-row bound, pymf.engine.autostep point 5): from
+ * iteration from_t on, coordinate e of W (I x K) and of H^T (J x K) moves with the step
+ * eps * c_e, drift eps c_e g_e and noise N(0, 2 eps c_e): a constant diagonal preconditioner,
+ * which leaves the posterior stationary without a correction term. step_W, step_Ht (grid
+ * order, every row, each c in (0, 1]) are copied; NULL for both removes them. Before from_t
+ * and without factors the chain runs the unchanged code (the same bits as before). */
+pymf_status pymf_langevin_set_row_steps(pymf_langevin *sampler, const double *step_W,
+                                        const double *step_Ht, int64_t from_t, pymf_error *err);
+
+/* The Fisher (Gauss-Newton) curvature of the likelihood, row by row, over the entries of
+ * block (b, c) held by this chain, at the current state and phi = 1: for each entry (i, j),
+ * weight mu_ij^(beta - 2) (mu floored as the gradient floors it),
+ *   fisher_W[i - r0]  += weight h_j h_j^T   (rows r0..r1 of row piece b), unless NULL
+ *   fisher_Ht[j - c0] += weight w_i w_i^T   (columns c0..c1 of column piece c), unless NULL
+ * K x K row-major blocks; only the upper triangles are summed (pymf_langevin_fisher_mirror
+ * fills the lower ones). Entries in the layout's order: blocks (b, 0..B-1) in turn give a
+ * row piece's rows, blocks (0..B-1, c) a column piece's columns, the same bits whether one
+ * process adds them or B ranks, each with its row piece, pass the column buffer along. */
+pymf_status pymf_langevin_fisher_block(const pymf_langevin *sampler, int b, int c,
+                                       double *fisher_W, double *fisher_Ht, pymf_error *err);
+/* Copies the upper triangle of n K x K blocks into their lower triangle. */
+void pymf_langevin_fisher_mirror(int rank, int64_t n, double *fisher);
+
 /* SGLD's minibatch for iteration t: batch_size indices into the N observed entries (grid
  * order, dense entries numbered row-major). Exposed for the pygsl reference test. */
 pymf_status pymf_sgld_minibatch(uint64_t schedule_seed, int64_t t, int64_t n_observed,
