@@ -486,24 +486,29 @@ pymf_status pymf_langevin_set_row_steps(pymf_langevin *s, const double *step_W,
     return PYMF_OK;
 }
 
-/* weight * x x^T added to the upper triangle of the K x K block out (the lower one is
- * filled once at the end by pymf_langevin_fisher_mirror) */
-static void add_outer(int K, double weight, const double *x, double *out)
+/* weight * x x^T added to the K x K block out. Only the upper triangle is kept (the lower
+ * one is overwritten once at the end by pymf_langevin_fisher_mirror), but the whole square
+ * is computed: rows of equal length K vectorise, the triangle's shrinking rows do not, and
+ * the upper triangle's values (and bits) are the same either way. */
+static inline void add_outer(int K, double weight, const double *x, double *out)
 {
     for (int k = 0; k < K; ++k) {
         const double wx = weight * x[k];
         double *row = out + (int64_t)k * K;
-        for (int l = k; l < K; ++l)
+        for (int l = 0; l < K; ++l)
             row[l] += wx * x[l];
     }
 }
 
-static void fisher_entry(int K, double beta, const double *w, const double *h, double *fw,
+static inline void fisher_entry(int K, double beta, const double *w, const double *h, double *fw,
                          double *fh)
 {
     /* Tweedie's Fisher information of mu at phi = 1: 1 / Var(v) = mu^(beta - 2) */
     const double mu = pymf_tweedie_floor_mu(pymf_dot(w, h, K), beta);
-    const double weight = beta == 2.0 ? 1.0 : pow(mu, beta - 2.0);
+    /* the common betas without pow(): a division is correctly rounded and far cheaper */
+    const double weight = beta == 2.0 ? 1.0
+                          : beta == 1.0 ? 1.0 / mu
+                          : beta == 0.0 ? 1.0 / (mu * mu) : pow(mu, beta - 2.0);
     if (fw != NULL)
         add_outer(K, weight, h, fw);
     if (fh != NULL)
@@ -520,6 +525,8 @@ void pymf_langevin_fisher_mirror(int K, int64_t n, double *fisher)
     }
 }
 
+/* cloned for AVX-512 / AVX2 / baseline: the outer products are its whole cost */
+PYMF_VECTOR_CLONES
 pymf_status pymf_langevin_fisher_block(const pymf_langevin *s, int b, int c, double *fisher_W,
                                        double *fisher_Ht, pymf_error *err)
 {
