@@ -28,58 +28,115 @@ static void philox_lanes_portable(int n, uint32_t *c0, uint32_t *c1, uint32_t *c
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(PYMF_NO_CLONES)
 /* The same rounds with the four words of 8 (AVX2) or 16 (AVX-512) counters in registers
- * through all ten rounds. x86 multiplies 32 x 32 -> 64 bits only in the even 32-bit lanes
- * (vpmuludq), so each product is taken twice, for the even lanes and for the odd ones
- * shifted down, and the high and low halves are put back in place with blends. Integer
- * arithmetic: the words are those of philox_lanes_portable exactly. */
+ * through all ten rounds, two vectors of counters at a time so that one vector's
+ * multiplies (latency 5) overlap the other's. x86 multiplies 32 x 32 -> 64 bits only in
+ * the even 32-bit lanes (vpmuludq), so each product is taken twice, for the even lanes and
+ * for the odd ones moved down, and the high and low halves are put back in place. The
+ * moves are 32-bit lane swaps within each 64-bit lane (vpshufd, imm 0xB1) rather than
+ * 64-bit shifts: on Intel cores the vector shifts share port 0 with the multiplies, the
+ * shuffles run on port 5. With AVX-512 a masked swap does the move and the blend in one
+ * instruction, and one three-way xor (vpternlogd) replaces two. Integer arithmetic: the
+ * words are those of philox_lanes_portable exactly. */
 #include <immintrin.h>
 
-#define PHILOX_MULHILO(width, prefix, blend, x, M, hi, lo)                                    \
+#define PHILOX_SWAP_HALVES 0xB1 /* 32-bit lanes (1, 0, 3, 2): the halves of each 64 bits */
+
+/* AVX2: hi, lo = the high and low words of M * x, lane by lane */
+#define PHILOX_MULHILO_256(x, M, hi, lo)                                                      \
     do {                                                                                      \
-        const __m##width##i even_ = prefix##_mul_epu32(x, M);                                \
-        const __m##width##i odd_ = prefix##_mul_epu32(prefix##_srli_epi64(x, 32), M);        \
-        hi = blend(prefix##_srli_epi64(even_, 32), odd_);                                    \
-        lo = blend(even_, prefix##_slli_epi64(odd_, 32));                                    \
+        const __m256i even_ = _mm256_mul_epu32(x, M);                                        \
+        const __m256i odd_ = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), M);                  \
+        hi = _mm256_blend_epi32(_mm256_shuffle_epi32(even_, PHILOX_SWAP_HALVES), odd_, 0xAA); \
+        lo = _mm256_blend_epi32(even_, _mm256_shuffle_epi32(odd_, PHILOX_SWAP_HALVES), 0xAA); \
     } while (0)
 
-#define PHILOX_ROUNDS(width, prefix, blend, lanes)                                             \
-    for (; l + (lanes) <= n; l += (lanes)) {                                                  \
-        __m##width##i a = prefix##_loadu_si##width((const void *)(c0 + l));                  \
-        __m##width##i b = prefix##_loadu_si##width((const void *)(c1 + l));                  \
-        __m##width##i c = prefix##_loadu_si##width((const void *)(c2 + l));                  \
-        __m##width##i d = prefix##_loadu_si##width((const void *)(c3 + l));                  \
+/* AVX-512: the even lanes of hi are even_'s high words swapped down (odd lanes: odd_'s high
+ * words, in place); the odd lanes of lo are odd_'s low words swapped up */
+#define PHILOX_MULHILO_512(x, M, hi, lo)                                                      \
+    do {                                                                                      \
+        const __m512i even_ = _mm512_mul_epu32(x, M);                                        \
+        const __m512i odd_ =                                                                  \
+            _mm512_mul_epu32(_mm512_shuffle_epi32(x, (_MM_PERM_ENUM)PHILOX_SWAP_HALVES), M); \
+        hi = _mm512_mask_shuffle_epi32(odd_, (__mmask16)0x5555, even_,                       \
+                                       (_MM_PERM_ENUM)PHILOX_SWAP_HALVES);                    \
+        lo = _mm512_mask_shuffle_epi32(even_, (__mmask16)0xAAAA, odd_,                       \
+                                       (_MM_PERM_ENUM)PHILOX_SWAP_HALVES);                    \
+    } while (0)
+
+#define PHILOX_XOR3_256(x, y, z) _mm256_xor_si256(_mm256_xor_si256(x, y), z)
+/* 0x96: the truth table of x ^ y ^ z */
+#define PHILOX_XOR3_512(x, y, z) _mm512_ternarylogic_epi32(x, y, z, 0x96)
+
+/* One round on the words (a, b, c, d) of one vector of counters. */
+#define PHILOX_ROUND(width, a, b, c, d, m0, m1, key0v, key1v)                                 \
+    do {                                                                                      \
+        __m##width##i hi0_, lo0_, hi1_, lo1_;                                                 \
+        PHILOX_MULHILO_##width(a, m0, hi0_, lo0_);                                            \
+        PHILOX_MULHILO_##width(c, m1, hi1_, lo1_);                                            \
+        a = PHILOX_XOR3_##width(hi1_, b, key0v);                         \
+        b = lo1_;                                                                             \
+        c = PHILOX_XOR3_##width(hi0_, d, key1v);                         \
+        d = lo0_;                                                                             \
+    } while (0)
+
+/* Rounds over `vectors` (1 or 2) vectors of counters at l, l + lanes, ... */
+#define PHILOX_ROUNDS(width, prefix, lanes)                                                    \
+    {                                                                                         \
         const __m##width##i m0 = prefix##_set1_epi32((int)PYMF_PHILOX_M0);                  \
         const __m##width##i m1 = prefix##_set1_epi32((int)PYMF_PHILOX_M1);                  \
-        uint32_t key0 = k0, key1 = k1;                                                        \
-        for (int round = 0; round < 10; ++round) {                                            \
-            __m##width##i hi0, lo0, hi1, lo1;                                                 \
-            PHILOX_MULHILO(width, prefix, blend, a, m0, hi0, lo0);                            \
-            PHILOX_MULHILO(width, prefix, blend, c, m1, hi1, lo1);                            \
-            a = prefix##_xor_si##width(prefix##_xor_si##width(hi1, b),                       \
-                                       prefix##_set1_epi32((int)key0));                       \
-            b = lo1;                                                                          \
-            c = prefix##_xor_si##width(prefix##_xor_si##width(hi0, d),                       \
-                                       prefix##_set1_epi32((int)key1));                       \
-            d = lo0;                                                                          \
-            key0 += PYMF_PHILOX_W0;                                                           \
-            key1 += PYMF_PHILOX_W1;                                                           \
+        for (; l + 2 * (lanes) <= n; l += 2 * (lanes)) {                                     \
+            __m##width##i a = prefix##_loadu_si##width((const void *)(c0 + l));              \
+            __m##width##i b = prefix##_loadu_si##width((const void *)(c1 + l));              \
+            __m##width##i c = prefix##_loadu_si##width((const void *)(c2 + l));              \
+            __m##width##i d = prefix##_loadu_si##width((const void *)(c3 + l));              \
+            __m##width##i e = prefix##_loadu_si##width((const void *)(c0 + l + (lanes)));    \
+            __m##width##i f = prefix##_loadu_si##width((const void *)(c1 + l + (lanes)));    \
+            __m##width##i g = prefix##_loadu_si##width((const void *)(c2 + l + (lanes)));    \
+            __m##width##i h = prefix##_loadu_si##width((const void *)(c3 + l + (lanes)));    \
+            uint32_t key0 = k0, key1 = k1;                                                    \
+            for (int round = 0; round < 10; ++round) {                                        \
+                const __m##width##i key0v = prefix##_set1_epi32((int)key0);                  \
+                const __m##width##i key1v = prefix##_set1_epi32((int)key1);                  \
+                PHILOX_ROUND(width, a, b, c, d, m0, m1, key0v, key1v);                        \
+                PHILOX_ROUND(width, e, f, g, h, m0, m1, key0v, key1v);                        \
+                key0 += PYMF_PHILOX_W0;                                                       \
+                key1 += PYMF_PHILOX_W1;                                                       \
+            }                                                                                 \
+            prefix##_storeu_si##width((void *)(c0 + l), a);                                  \
+            prefix##_storeu_si##width((void *)(c1 + l), b);                                  \
+            prefix##_storeu_si##width((void *)(c2 + l), c);                                  \
+            prefix##_storeu_si##width((void *)(c3 + l), d);                                  \
+            prefix##_storeu_si##width((void *)(c0 + l + (lanes)), e);                        \
+            prefix##_storeu_si##width((void *)(c1 + l + (lanes)), f);                        \
+            prefix##_storeu_si##width((void *)(c2 + l + (lanes)), g);                        \
+            prefix##_storeu_si##width((void *)(c3 + l + (lanes)), h);                        \
         }                                                                                     \
-        prefix##_storeu_si##width((void *)(c0 + l), a);                                      \
-        prefix##_storeu_si##width((void *)(c1 + l), b);                                      \
-        prefix##_storeu_si##width((void *)(c2 + l), c);                                      \
-        prefix##_storeu_si##width((void *)(c3 + l), d);                                      \
+        for (; l + (lanes) <= n; l += (lanes)) {                                             \
+            __m##width##i a = prefix##_loadu_si##width((const void *)(c0 + l));              \
+            __m##width##i b = prefix##_loadu_si##width((const void *)(c1 + l));              \
+            __m##width##i c = prefix##_loadu_si##width((const void *)(c2 + l));              \
+            __m##width##i d = prefix##_loadu_si##width((const void *)(c3 + l));              \
+            uint32_t key0 = k0, key1 = k1;                                                    \
+            for (int round = 0; round < 10; ++round) {                                        \
+                const __m##width##i key0v = prefix##_set1_epi32((int)key0);                  \
+                const __m##width##i key1v = prefix##_set1_epi32((int)key1);                  \
+                PHILOX_ROUND(width, a, b, c, d, m0, m1, key0v, key1v);                        \
+                key0 += PYMF_PHILOX_W0;                                                       \
+                key1 += PYMF_PHILOX_W1;                                                       \
+            }                                                                                 \
+            prefix##_storeu_si##width((void *)(c0 + l), a);                                  \
+            prefix##_storeu_si##width((void *)(c1 + l), b);                                  \
+            prefix##_storeu_si##width((void *)(c2 + l), c);                                  \
+            prefix##_storeu_si##width((void *)(c3 + l), d);                                  \
+        }                                                                                     \
     }
-
-/* odd 32-bit lanes from y, even ones from x */
-#define BLEND_ODD_256(x, y) _mm256_blend_epi32(x, y, 0xAA)
-#define BLEND_ODD_512(x, y) _mm512_mask_blend_epi32((__mmask16)0xAAAA, x, y)
 
 __attribute__((target("avx2"))) static int philox_lanes_avx2(int n, uint32_t *c0, uint32_t *c1,
                                                              uint32_t *c2, uint32_t *c3,
                                                              uint32_t k0, uint32_t k1)
 {
     int l = 0;
-    PHILOX_ROUNDS(256, _mm256, BLEND_ODD_256, 8)
+    PHILOX_ROUNDS(256, _mm256, 8)
     return l;
 }
 
@@ -89,7 +146,7 @@ __attribute__((target("avx512f"))) static int philox_lanes_avx512(int n, uint32_
                                                                   uint32_t k1)
 {
     int l = 0;
-    PHILOX_ROUNDS(512, _mm512, BLEND_ODD_512, 16)
+    PHILOX_ROUNDS(512, _mm512, 16)
     return l;
 }
 #endif

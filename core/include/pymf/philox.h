@@ -53,10 +53,13 @@ PYMF_HD void pymf_philox4x32_10(const uint32_t ctr_in[4], const uint32_t key_in[
     out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
 }
 
-/* A 32-bit word to a uniform in the open interval (0, 1): (x + 1/2) / 2^32. */
+/* A 32-bit word to a uniform in the open interval (0, 1): (x + 1/2) / 2^32. x + 1/2 is
+ * computed as the signed word x - 2^31 (its top bit flipped) plus 2^31 + 1/2: the same
+ * exact value, but a signed 32-bit conversion is one vector instruction on every x86 level
+ * (an unsigned one is not before AVX-512, where the compiler adds a compare and a fix-up). */
 PYMF_HD double pymf_uniform_open(uint32_t x)
 {
-    return ((double)x + 0.5) * 2.3283064365386963e-10;
+    return ((double)(int32_t)(x ^ 0x80000000u) + 2147483648.5) * 2.3283064365386963e-10;
 }
 
 /* log(u) for u in (0, 1], branch-free (selects only) so that loops over it vectorise, with
@@ -117,12 +120,13 @@ PYMF_HD void pymf_sincos_2pi(double u, double *sin_out, double *cos_out)
     cos_r = cos_r * r2 + 1.0 / 24.0;
     cos_r = cos_r * r2 - 0.5;
     cos_r = cos_r * r2 + 1.0;
-    /* rotate by n quarter turns with arithmetic selects (exact: one factor is 0, the other 1) */
-    const double swap = (double)(n & 1);
+    /* rotate by n quarter turns: selects (vector blends; the same values as the products
+     * by 0 and 1 they replace, since r = +0 gives sin r = +0) and exact sign factors */
+    const int swap = n & 1;
     const double sin_sign = 1.0 - (double)(n & 2);
     const double cos_sign = 1.0 - (double)((n + 1) & 2);
-    *sin_out = sin_sign * (swap * cos_r + (1.0 - swap) * sin_r);
-    *cos_out = cos_sign * (swap * sin_r + (1.0 - swap) * cos_r);
+    *sin_out = sin_sign * (swap ? cos_r : sin_r);
+    *cos_out = cos_sign * (swap ? sin_r : cos_r);
 }
 
 /* Box-Muller: two 32-bit words to two independent standard Gaussians, in two steps (the
