@@ -60,12 +60,26 @@ def per_call_cpu(fn, calls, rounds=5):
     return statistics.median(times)
 
 
+def noise_cpu(n_rows, n_cols, K, calls):
+    """CPU seconds (per_call_cpu) for the noise of all of W and H, written into arrays
+    allocated once as the chain's are (a fresh 0.5 MB array per call would add its page
+    faults); a pymf without out= (older builds, compared in the same run) allocates."""
+    out_w, out_h = np.empty((n_rows, K)), np.empty((n_cols, K))
+    try:
+        _rng.noise(1, _rng.STREAM_W, 7, 0, n_rows, K, out=out_w)
+        options_w, options_h = {"out": out_w}, {"out": out_h}
+    except TypeError:
+        options_w = options_h = {}
+    return per_call_cpu(lambda: (_rng.noise(1, _rng.STREAM_W, 7, 0, n_rows, K, **options_w),
+                                 _rng.noise(1, _rng.STREAM_H, 7, 0, n_cols, K, **options_h)),
+                        calls)
+
+
 def breakdown(data, K, W0, Ht0, n_rows, n_cols, B, step, iterations):
     """Single-thread CPU seconds per iteration (process time: on a shared machine it counts
     only this process's work): one part's gradient, the noise of all of W and H, and the
     rest of a one-thread iteration."""
-    noise = per_call_cpu(lambda: (_rng.noise(1, _rng.STREAM_W, 7, 0, n_rows, K),
-                                  _rng.noise(1, _rng.STREAM_H, 7, 0, n_cols, K)), 50)
+    noise = noise_cpu(n_rows, n_cols, K, 50)
     # all B parts per call
     gradient = per_call_cpu(lambda: _tweedie.gradient(data, W0, Ht0, 1.0, 1.0, n_threads=1),
                             3) / B
@@ -161,7 +175,17 @@ def main():
     parser.add_argument("--threads", type=int, nargs="+", default=sorted({1, os.cpu_count() or 1}))
     parser.add_argument("--json", default=None, help="also write the JSON here")
     parser.add_argument("--png", default="results/psgld_synthetic.png")
+    parser.add_argument("--noise-only", action="store_true",
+                        help="only the single-thread noise: ns per Gaussian (CPU time) for "
+                             "each size's W and H, median of 5 rounds, with the load average")
     args = parser.parse_args()
+    if args.noise_only:
+        for size in args.sizes:
+            seconds = noise_cpu(size, size, args.rank, max(1, 50 * 1024 // size))
+            print(f"I = J = {size}, K = {args.rank}: "
+                  f"{seconds / (2 * size * args.rank) * 1e9:.3f} ns per Gaussian (one thread, "
+                  f"CPU time), load average {os.getloadavg()[0]:.2f}")
+        return
 
     load_before = os.getloadavg()
     dgemm = {threads: dgemm_gflops(threads) for threads in sorted(set(args.threads) | {1})}

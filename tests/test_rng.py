@@ -42,16 +42,107 @@ def test_noise_follows_the_documented_counter_layout(rank):
     assert np.array_equal(got, _rng.noise_scalar(seed, _rng.STREAM_H, t, 40, 3, rank))
 
 
+# The transform's accuracy (philox.h: log and sincos each within about 1e-15): each Gaussian
+# of a pair within this factor of the pair's radius sqrt(-2 log u) of the exact Box-Muller
+# value: 6.6e-16 on these words, a margin of 15x.
+BOX_MULLER_ERROR_PER_RADIUS = 1e-14
+
+
+def _exact_box_muller(a, b):
+    """Box-Muller of the words in long double (64-bit mantissa, rounding 5e-20): the radius
+    and the pair (radius cos, radius sin) of angle 2 pi u_b."""
+    ua = (a.astype(np.longdouble) + np.longdouble(0.5)) / np.longdouble(2.0 ** 32)
+    ub = (b.astype(np.longdouble) + np.longdouble(0.5)) / np.longdouble(2.0 ** 32)
+    radius = np.sqrt(-2 * np.log(ua))
+    angle = 2 * np.longdouble("3.14159265358979323846264338327950288") * ub
+    return radius, radius * np.cos(angle), radius * np.sin(angle)
+
+
+def _within_bound(z0, z1, radius, exact0, exact1):
+    error = np.maximum(np.abs(z0 - exact0), np.abs(z1 - exact1))
+    return bool(np.all(error <= BOX_MULLER_ERROR_PER_RADIUS * radius))
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).eps > 1e-18,
+                    reason="needs an extended-precision long double as the reference")
+def test_box_muller_is_within_its_error_bound():
+    """pymf_box_muller against long double on 4.2 million word pairs: the extreme words of
+    the radius (u next to 0 and to 1, where log u is tiny and must stay accurate
+    relative to itself), words next to the log's cut point sqrt(2) of every octave and to
+    every eighth turn of the angle, and random words. A float32-accurate transform fails."""
+    rng = np.random.default_rng(20)
+    edges = np.r_[np.arange(2 ** 16), 2 ** 32 - 1 - np.arange(2 ** 16)]
+    # words whose uniform is next to the cut point m = sqrt(2) of an octave 2^-j
+    cuts = np.array([2.0 ** (1 / 2 - j) * 2 ** 32 for j in range(1, 33)])
+    cuts = cuts[cuts < 2 ** 32 - 64]
+    near_cuts = (np.floor(cuts)[:, None] + np.arange(-32, 32)).ravel()
+    eighths = (np.arange(8) * 2 ** 29)[:, None] + np.arange(-2 ** 12, 2 ** 12)
+    a = np.r_[edges, near_cuts[near_cuts >= 0], rng.integers(0, 2 ** 32, 4_000_000)]
+    a = a.astype(np.uint32)
+    b = np.resize(np.r_[eighths.ravel() % 2 ** 32, rng.integers(0, 2 ** 32, 2 ** 20)], a.size)
+    b = b.astype(np.uint32)
+    z0, z1 = _rng.box_muller(a, b)
+    radius, exact0, exact1 = _exact_box_muller(a, b)
+    assert _within_bound(z0, z1, radius, exact0, exact1)
+    assert np.max(np.abs(np.r_[z0, z1])) <= np.sqrt(-2 * np.log(2.0 ** -33))  # the truncation
+    # power: a transform accurate to float32 only is rejected
+    assert not _within_bound(z0.astype(np.float32).astype(float), z1, radius, exact0, exact1)
+
+
+def _ad_inf_cdf(z):
+    """P(A^2 <= z) of the Anderson-Darling statistic of a fully specified distribution, large
+    n (Marsaglia and Marsaglia, J. Stat. Software 9(2), 2004, adinf)."""
+    if z < 2:
+        return np.exp(-1.2337141 / z) / np.sqrt(z) * (2.00012 + (0.247105 - (0.0649821 - (
+            0.0347962 - (0.011672 - 0.00168691 * z) * z) * z) * z) * z)
+    return np.exp(-np.exp(1.0776 - (2.30695 - (0.43424 - (0.082433 - (
+        0.008056 - 0.0003146 * z) * z) * z) * z) * z))
+
+
+def _looks_standard_gaussian(x, alpha=1e-3):
+    """Moments (mean, variance, kurtosis), KS and Anderson-Darling against N(0, 1) and the
+    counts beyond 3, 4 and 5 (two-sided binomial tests): a family-wise false-alarm rate
+    alpha, Bonferroni over the nine tests."""
+    n, each = x.size, alpha / 9
+    limit = stats.norm.isf(each / 2)
+    if abs(x.mean()) / np.sqrt(1 / n) > limit or abs(x.var() - 1) / np.sqrt(2 / n) > limit:
+        return False
+    if abs(np.mean(x ** 4) - 3) / np.sqrt(96 / n) > limit:
+        return False
+    if stats.kstest(x, "norm").pvalue < each:
+        return False
+    s = np.sort(x)
+    i = np.arange(1, n + 1)
+    anderson = -n - np.mean((2 * i - 1) * (stats.norm.logcdf(s) + stats.norm.logsf(s[::-1])))
+    if 1 - _ad_inf_cdf(anderson) < each:
+        return False
+    for threshold in (3, 4, 5):
+        beyond = int(np.count_nonzero(np.abs(x) > threshold))
+        if stats.binomtest(beyond, n, 2 * stats.norm.sf(threshold)).pvalue < each:
+            return False
+    return True
+
+
 def test_noise_is_standard_gaussian():
-    """Mean, variance, kurtosis and a KS test over 1e6 draws; family-wise false-alarm rate
-    1e-3 over the four statistics."""
-    x = _rng.noise(7, _rng.STREAM_W, 1, 0, 31250, 32).ravel()
-    n = x.size
-    limit = stats.norm.isf(1e-3 / 8)
-    assert abs(x.mean()) / np.sqrt(1 / n) < limit
-    assert abs(x.var() - 1) / np.sqrt(2 / n) < limit
-    assert abs(np.mean(x ** 4) - 3) / np.sqrt(96 / n) < limit
-    assert stats.kstest(x, "norm").pvalue > 1e-3 / 4
+    """2^20 draws of the samplers' noise pass moments, KS, Anderson-Darling and tail counts
+    against N(0, 1); the same tests reject slightly wrong transforms of the same draws (a
+    1 % larger scale, a 2 % larger value beyond 2, a log off by log(2)/4 for a quarter of
+    the draws), so they could see a wrong Box-Muller."""
+    x = _rng.noise(7, _rng.STREAM_W, 1, 0, 32768, 32).ravel()
+    assert _looks_standard_gaussian(x)
+    assert not _looks_standard_gaussian(1.01 * x)
+    assert not _looks_standard_gaussian(np.where(np.abs(x) > 2, 1.02 * x, x))
+    # the pairs (z0, z1) of each Box-Muller call: radius and angle back from them; then a
+    # log that is a quarter octave off (log u off by log(2) / 4) where the mantissa of u
+    # is in [2^(3/8), 2^(5/8)), a quarter of the draws
+    z0, z1 = x[0::2], x[1::2]
+    radius, angle = np.hypot(z0, z1), np.arctan2(z1, z0)
+    mantissa = 2 * np.frexp(np.exp(-radius ** 2 / 2))[0]
+    off = (mantissa >= 2 ** (3 / 8)) & (mantissa < 2 ** (5 / 8))
+    wrong_radius = np.sqrt(radius ** 2 - off * np.log(2) / 2)
+    wrong = np.empty_like(x)
+    wrong[0::2], wrong[1::2] = wrong_radius * np.cos(angle), wrong_radius * np.sin(angle)
+    assert not _looks_standard_gaussian(wrong)
 
 
 def test_noise_depends_on_every_index_and_not_on_the_request():
