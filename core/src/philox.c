@@ -79,6 +79,20 @@ static void philox_lanes_portable(int n, uint32_t *c0, uint32_t *c1, uint32_t *c
         d = lo0_;                                                                             \
     } while (0)
 
+/* Philox's ten rounds: `rounds` (one PHILOX_ROUND per vector of counters in flight) run
+ * with the round's key in key0v / key1v, the key bumped by the Weyl constants after each */
+#define PHILOX_TEN_ROUNDS(width, prefix, rounds)                                              \
+    do {                                                                                      \
+        uint32_t key0 = k0, key1 = k1;                                                        \
+        for (int round = 0; round < 10; ++round) {                                            \
+            const __m##width##i key0v = prefix##_set1_epi32((int)key0);                      \
+            const __m##width##i key1v = prefix##_set1_epi32((int)key1);                      \
+            rounds;                                                                           \
+            key0 += PYMF_PHILOX_W0;                                                           \
+            key1 += PYMF_PHILOX_W1;                                                           \
+        }                                                                                     \
+    } while (0)
+
 /* Rounds over `vectors` (1 or 2) vectors of counters at l, l + lanes, ... */
 #define PHILOX_ROUNDS(width, prefix, lanes)                                                    \
     {                                                                                         \
@@ -93,15 +107,9 @@ static void philox_lanes_portable(int n, uint32_t *c0, uint32_t *c1, uint32_t *c
             __m##width##i f = prefix##_loadu_si##width((const void *)(c1 + l + (lanes)));    \
             __m##width##i g = prefix##_loadu_si##width((const void *)(c2 + l + (lanes)));    \
             __m##width##i h = prefix##_loadu_si##width((const void *)(c3 + l + (lanes)));    \
-            uint32_t key0 = k0, key1 = k1;                                                    \
-            for (int round = 0; round < 10; ++round) {                                        \
-                const __m##width##i key0v = prefix##_set1_epi32((int)key0);                  \
-                const __m##width##i key1v = prefix##_set1_epi32((int)key1);                  \
-                PHILOX_ROUND(width, a, b, c, d, m0, m1, key0v, key1v);                        \
-                PHILOX_ROUND(width, e, f, g, h, m0, m1, key0v, key1v);                        \
-                key0 += PYMF_PHILOX_W0;                                                       \
-                key1 += PYMF_PHILOX_W1;                                                       \
-            }                                                                                 \
+            PHILOX_TEN_ROUNDS(width, prefix,                                                  \
+                              PHILOX_ROUND(width, a, b, c, d, m0, m1, key0v, key1v);          \
+                              PHILOX_ROUND(width, e, f, g, h, m0, m1, key0v, key1v));         \
             prefix##_storeu_si##width((void *)(c0 + l), a);                                  \
             prefix##_storeu_si##width((void *)(c1 + l), b);                                  \
             prefix##_storeu_si##width((void *)(c2 + l), c);                                  \
@@ -116,14 +124,8 @@ static void philox_lanes_portable(int n, uint32_t *c0, uint32_t *c1, uint32_t *c
             __m##width##i b = prefix##_loadu_si##width((const void *)(c1 + l));              \
             __m##width##i c = prefix##_loadu_si##width((const void *)(c2 + l));              \
             __m##width##i d = prefix##_loadu_si##width((const void *)(c3 + l));              \
-            uint32_t key0 = k0, key1 = k1;                                                    \
-            for (int round = 0; round < 10; ++round) {                                        \
-                const __m##width##i key0v = prefix##_set1_epi32((int)key0);                  \
-                const __m##width##i key1v = prefix##_set1_epi32((int)key1);                  \
-                PHILOX_ROUND(width, a, b, c, d, m0, m1, key0v, key1v);                        \
-                key0 += PYMF_PHILOX_W0;                                                       \
-                key1 += PYMF_PHILOX_W1;                                                       \
-            }                                                                                 \
+            PHILOX_TEN_ROUNDS(width, prefix,                                                  \
+                              PHILOX_ROUND(width, a, b, c, d, m0, m1, key0v, key1v));         \
             prefix##_storeu_si##width((void *)(c0 + l), a);                                  \
             prefix##_storeu_si##width((void *)(c1 + l), b);                                  \
             prefix##_storeu_si##width((void *)(c2 + l), c);                                  \
