@@ -241,19 +241,29 @@ def row_step_factors(curvatures, eps, minibatch_scale, row_noise=None):
     return out
 
 
-def row_steps_summary(step_user, step_item, minibatch_scale, row_noise=None):
-    """What params["auto_step"] records of the per-row bound."""
-    row_noise = ROW_NOISE if row_noise is None else row_noise
-    both = np.concatenate([step_user.ravel(), step_item.ravel()])
+def _bounded_share(factors):
+    """The share of rows (the last axis: a row's coordinates) with a bounded coordinate."""
+    return float(np.mean(np.min(factors, axis=-1) < 1.0)) if factors.size else 0.0
 
-    def bounded(c):
-        return float(np.mean(np.min(c, axis=-1) < 1.0)) if c.size else 0.0
+
+def _factors_summary(minibatch_scale, row_noise, bounded, factors, **extra):
+    """params["auto_step"]'s record of a per-row bound: the share of each named side's rows
+    that are bounded (bounded: name -> factors), the smallest and median factor of all."""
+    both = np.concatenate([f.ravel() for f in factors])
+    return {"row_noise": ROW_NOISE if row_noise is None else row_noise,
+            "minibatch_scale": float(minibatch_scale),
+            "row_steps": {**{name: _bounded_share(f) for name, f in bounded.items()},
+                          "min": float(both.min()), "median": float(np.median(both)),
+                          **extra}}
+
+
+def row_steps_summary(step_user, step_item, minibatch_scale, row_noise=None):
+    """What params["auto_step"] records of DSGLD's per-row bound (the last coordinate of a
+    row is its bias)."""
     bias = np.concatenate([step_user[:, -1], step_item[:, -1]])
-    return {"row_noise": row_noise, "minibatch_scale": float(minibatch_scale),
-            "row_steps": {"users_bounded": bounded(step_user),
-                          "items_bounded": bounded(step_item), "min": float(both.min()),
-                          "median": float(np.median(both)),
-                          "median_bias": float(np.median(bias))}}
+    return _factors_summary(minibatch_scale, row_noise,
+                            {"users_bounded": step_user, "items_bounded": step_item},
+                            (step_user, step_item), median_bias=float(np.median(bias)))
 
 
 def diag_and_rho(hessians):
@@ -275,12 +285,6 @@ def diag_and_rho(hessians):
 def factor_steps_summary(step_W, step_Ht, minibatch_scale, row_noise=None):
     """What params["auto_step"] records of PSGLD's per-row bound: the share of the rows of W
     and of H^T (columns of H) with a bounded coordinate, the smallest and median factor."""
-    row_noise = ROW_NOISE if row_noise is None else row_noise
-    both = np.concatenate([step_W.ravel(), step_Ht.ravel()])
-
-    def bounded(c):
-        return float(np.mean(np.min(c, axis=-1) < 1.0)) if c.size else 0.0
-    return {"row_noise": row_noise, "minibatch_scale": float(minibatch_scale),
-            "row_steps": {"rows_bounded": bounded(step_W), "cols_bounded": bounded(step_Ht),
-                          "min": float(both.min()), "median": float(np.median(both))}}
-
+    return _factors_summary(minibatch_scale, row_noise,
+                            {"rows_bounded": step_W, "cols_bounded": step_Ht},
+                            (step_W, step_Ht))
