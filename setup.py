@@ -93,11 +93,11 @@ extensions = [binding(path) for path in (
 
 
 def cuda_sources_module():
-    """cuda/__init__.py (pymf.cuda: kernel text and fatbin helpers, standard library only),
+    """cuda/sources.py (pymf.cuda.sources: kernel text and fatbin helpers, standard library only),
     loaded from the source tree before pymf exists."""
     import importlib.util
     spec = importlib.util.spec_from_file_location("pymf_cuda_sources",
-                                                  os.path.join("cuda", "__init__.py"))
+                                                  os.path.join("cuda", "sources.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

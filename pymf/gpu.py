@@ -211,25 +211,26 @@ def loader():
 
 
 def _cuda_sources():
-    """pymf.cuda: installed (or editable), the package; run from a source tree (the
-    repository root on sys.path), the repository's cuda/ folder, loaded as pymf.cuda, so
+    """pymf.cuda.sources: installed (or editable), the module; run from a source tree (the
+    repository root on sys.path), the repository's cuda/sources.py, loaded by its path, so
     that `pymf info` and the CUDA tests work there too."""
     try:
-        from pymf import cuda
-        return cuda
+        from pymf.cuda import sources
+        return sources
     except ImportError:
-        folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cuda")
-        init = os.path.join(folder, "__init__.py")
-        if not os.path.exists(init):
+        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cuda",
+                            "sources.py")
+        if not os.path.exists(path):
             raise
         import importlib.util
         import sys
-        spec = importlib.util.spec_from_file_location("pymf.cuda", init,
-                                                      submodule_search_locations=[folder])
-        cuda = importlib.util.module_from_spec(spec)
-        sys.modules["pymf.cuda"] = cuda
-        spec.loader.exec_module(cuda)
-        return cuda
+        name = "pymf._cuda_sources_of_the_tree"
+        if name not in sys.modules:
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            sys.modules[name] = module
+        return sys.modules[name]
 
 
 def kernel_dir():
@@ -249,7 +250,7 @@ def include_dir():
 
 
 def _read_kernel_source():
-    """cuda/psgld.cu headed by the digest of its headers (pymf.cuda.kernel_text)."""
+    """cuda/psgld.cu headed by the digest of its headers (pymf.cuda.sources.kernel_text)."""
     return _cuda_sources().kernel_text(kernel_source(), include_dir())
 
 

@@ -9,6 +9,7 @@ import ctypes
 import os
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -48,7 +49,7 @@ def test_kernels_compile_with_nvcc(tmp_path, target):
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc (the CUDA toolkit) is not installed")
 def test_fatbin_holds_every_kernel_and_is_used_only_for_its_own_source(tmp_path):
-    from pymf import cuda
+    cuda = gpu._cuda_sources()
     text = gpu._read_kernel_source()
     path = cuda.build_fatbin(NVCC, text, gpu.include_dir(), str(tmp_path))
     with open(path, "rb") as fh:
@@ -70,6 +71,22 @@ def test_installed_package_carries_a_fatbin_of_its_own_source():
     assert (gpu.prebuilt_fatbin() is not None) == (NVCC is not None and not editable)
     assert pymf.cli.info()["cuda_kernels"].startswith(
         "prebuilt" if gpu.prebuilt_fatbin() else "compiled")
+
+
+def test_repository_cuda_folder_leaves_nvidia_cuda_namespace_importable(tmp_path):
+    """CuPy imports NVIDIA's `cuda` namespace (cuda.pathfinder, cuda.bindings). With the
+    repository root on sys.path (a source checkout, or python started in it) a regular
+    package cuda/ would hide that namespace and CuPy would not import (seen on a GPU machine,
+    2026-11-26); cuda/ is a namespace portion instead. A stand-in for NVIDIA's namespace,
+    later on the path, must still be found."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    site = tmp_path / "site"
+    (site / "cuda" / "pathfinder").mkdir(parents=True)
+    (site / "cuda" / "pathfinder" / "__init__.py").write_text("FOUND = True\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, str(site)]))
+    done = subprocess.run([sys.executable, "-c", "import cuda.pathfinder as p; assert p.FOUND"],
+                          env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
 
 
 @pytest.fixture(autouse=True)
@@ -739,3 +756,27 @@ def test_gpu_auto_step_runs_the_per_row_bound_as_the_cpu_chain(shim_as_gpu, spar
     plain = run("cuda", pymf.AutoStep(per_row=False))
     assert not np.array_equal(plain.W_samples, cuda.W_samples)
     assert np.array_equal(plain.W_samples, run("cpu", pymf.AutoStep(per_row=False)).W_samples)
+
+
+@needs_gpu
+@pytest.mark.parametrize("sparse", [False, True])
+def test_gpu_auto_step_per_row_bound_follows_cpu_chain(sparse):
+    """PSGLD's default "auto" on a real GPU: the per-row factors, measured on the host from
+    the GPU chain's post-burn-in state, and the bounded moves after it follow the CPU chain
+    within float64 rounding (the device may contract multiply-adds, so not bit for bit).
+    Power: without the factors the GPU chain moves away from the bounded one."""
+    data = poisson_nmf_data(40, 36, 4, sparse)
+    model = pymf.TweedieNMF(4)
+
+    def run(backend, step="auto"):
+        return pymf.sample(model, data, pymf.PSGLD(blocks=4, backend=backend, step_size=step),
+                           n_samples=20, burnin=10, thin=2, seed=2, progress=False)
+
+    cuda, cpu = run("cuda"), run("cpu")
+    chosen, reference = cuda.params["auto_step"], cpu.params["auto_step"]
+    assert chosen["row_steps_from"] == reference["row_steps_from"] == 11
+    assert chosen["row_steps"]["min"] == pytest.approx(reference["row_steps"]["min"], rel=1e-9)
+    np.testing.assert_allclose(cuda.W_samples, cpu.W_samples, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(cuda.H_samples, cpu.H_samples, rtol=1e-9, atol=1e-12)
+    plain = run("cuda", pymf.AutoStep(per_row=False))
+    assert np.max(np.abs(plain.W_samples - cuda.W_samples)) > 1e-6

@@ -1,4 +1,9 @@
-"""CUDA sources of pymf (the repository's cuda/ folder, installed as pymf.cuda).
+"""CUDA sources of pymf (the repository's cuda/ folder, installed as pymf.cuda; this module
+is pymf.cuda.sources).
+
+cuda/ has no __init__.py on purpose: a regular package named `cuda` in the repository root
+would shadow NVIDIA's `cuda` namespace (cuda.bindings, cuda.pathfinder) whenever the root is
+on sys.path, and CuPy, which imports it, would then fail to load from a source checkout.
 
 The kernels are plain .cu files loaded at run time by pymf.gpu; they include the C core's
 headers (common.h, linalg.h, philox.h, tweedie.h) so the per-entry maths has one copy.
@@ -12,7 +17,6 @@ setup.py can use it before pymf is built.
 import hashlib
 import os
 import subprocess
-from importlib import resources
 
 FATBIN = "psgld.fatbin"
 FATBIN_DIGEST = FATBIN + ".sha256"
@@ -24,7 +28,7 @@ FATBIN_TARGETS = ("arch=compute_80,code=sm_80", "arch=compute_90,code=sm_90",
 
 def source_dir():
     """The folder holding the installed .cu files."""
-    return resources.files(__name__)
+    return os.path.dirname(os.path.abspath(__file__))
 
 
 def kernel_text(source, include_dir):
