@@ -453,6 +453,57 @@ def test_psgld_per_row_steps_are_deterministic_and_resume_bit_for_bit(gaussian_s
         assert resumed.params["auto_step"] == whole.params["auto_step"]
 
 
+# what the per-row bound added to a default PSGLD checkpoint: the factors' arrays (the
+# kernel's snapshot, under the loop's "kernel_" prefix), and the keys of its auto_step record
+# (in the fingerprint) that mark the plan
+_PER_ROW_ARRAYS = ("kernel_row_steps_W", "kernel_row_steps_Ht")
+_PER_ROW_PLAN_KEYS = ("row_noise", "minibatch_scale", "row_steps_from")
+
+
+def test_an_old_default_psgld_checkpoint_without_row_steps_is_refused(tmp_path):
+    """A checkpoint of a default ("auto") PSGLD run with a burn-in, written before the
+    per-row factors existed, has no factors and a fingerprint whose auto_step lacks the
+    plan's keys. It is refused as another run's (CHANGELOG), not resumed: resumed, the
+    factors would be measured at its state instead of the burn-in's end, a chain neither
+    version runs. The old checkpoint is a new one (past the burn-in) with what the bound
+    added taken out (its fingerprint and its array names then equal those of the checkpoint
+    the code before the bound, 48c17d4^, writes for this run: checked once); the same file
+    with nothing taken out resumes, so the refusal is the fingerprint's."""
+    V, _, _ = pymf.datasets.make_tweedie_nmf(40, 36, 3, beta=1.0, seed=3)
+    r, c = np.nonzero(np.random.default_rng(0).random(V.shape) < 0.5)
+    train = pymf.Ratings(r, c, V[r, c], shape=V.shape)
+    model = pymf.TweedieNMF(3, beta=1.0)
+
+    def run(**options):
+        return pymf.sample(model, train, pymf.PSGLD(blocks=4, n_threads=1), n_samples=30,
+                           burnin=20, seed=5, **options)
+
+    whole = run()
+    path = tmp_path / "new.npz"
+    run(checkpoint=path, callback=lambda info: info["iteration"] >= 30, checkpoint_every=1)
+    with np.load(path, allow_pickle=False) as archive:
+        arrays = dict(archive)
+    assert int(arrays["kernel_t"]) > whole.params["auto_step"]["row_steps_from"]
+    assert all(name in arrays for name in _PER_ROW_ARRAYS)
+    key = json.loads(str(arrays["fingerprint"]))
+    assert json.dumps(key, sort_keys=True) == str(arrays["fingerprint"])  # rewritable as is
+
+    def rewritten(name, drop_arrays=(), drop_plan_keys=()):
+        old_key = json.loads(str(arrays["fingerprint"]))
+        for plan_key in drop_plan_keys:
+            old_key["run"]["auto_step"].pop(plan_key, None)
+        out = {k: v for k, v in arrays.items() if k not in drop_arrays}
+        out["fingerprint"] = np.array(json.dumps(old_key, sort_keys=True))
+        np.savez(tmp_path / name, **out)
+        return tmp_path / name
+
+    control = run(checkpoint=rewritten("same.npz"))
+    np.testing.assert_array_equal(control.W_samples, whole.W_samples)
+    old = rewritten("old.npz", _PER_ROW_ARRAYS, _PER_ROW_PLAN_KEYS)
+    with pytest.raises(ValueError, match="written by a different run"):
+        run(checkpoint=old)
+
+
 def test_the_noise_bound_is_recorded_checked_and_refused_where_unknown(gaussian_split):
     train, _ = gaussian_split
     with pytest.raises(ValueError, match="minibatch_noise"):
