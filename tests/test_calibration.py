@@ -255,6 +255,47 @@ def test_dsgld_per_row_steps_are_deterministic_and_resume_bit_for_bit(split, tmp
         assert resumed.params["auto_step"] == whole.params["auto_step"]
 
 
+def test_an_old_default_dsgld_checkpoint_resumes_with_factors_measured_at_its_state(split,
+                                                                                  tmp_path):
+    """DSGLD's fingerprint does not hold the auto_step record, so a checkpoint of a default
+    run written before the per-row factors existed (past the burn-in, without the four factor
+    arrays; its settings record "auto" alone, as the new default's do) resumes (CHANGELOG),
+    and the factors are measured at its restored state (not at the burn-in's end): the kept
+    draws it carries are the uninterrupted run's, the later ones are not."""
+    from pymf.bpmf.kernel import BPMFKernel
+    train, _ = split
+    model = pymf.BPMF(2, alpha0=10.0, beta0=10.0, mean_rating=0.0)
+    sampler = pymf.DSGLD(n_threads=1)
+
+    def run(**options):
+        return pymf.sample(model, train, sampler, n_samples=30, burnin=20, seed=5, **options)
+
+    whole = run()
+    path = tmp_path / "new.npz"
+    run(checkpoint=path, callback=lambda info: info["iteration"] >= 30, checkpoint_every=1)
+    with np.load(path, allow_pickle=False) as archive:
+        arrays = dict(archive)
+    factor_arrays = ["kernel_" + key for key in ("row_steps_user", "row_steps_item",
+                                                 "row_noise_user", "row_noise_item")]
+    assert all(name in arrays for name in factor_arrays)
+    np.savez(tmp_path / "old.npz", **{k: v for k, v in arrays.items() if k not in factor_arrays})
+    resumed = run(checkpoint=tmp_path / "old.npz")
+    # the factors of the checkpoint's state, measured apart from the run
+    kernel = BPMFKernel(model, train, sampler.for_data(train.nnz), 5, 0.0, 1)
+    kernel.restore({key[len("kernel_"):]: value for key, value in arrays.items()
+                    if key.startswith("kernel_")})
+    info = whole.params["auto_step"]
+    kernel.plan_row_steps(dict(info))
+    at_restore = kernel.summarise_row_steps(kernel.measure_row_steps(), info["minibatch_scale"],
+                                            info["row_noise"])["row_steps"]
+    assert resumed.params["auto_step"]["row_steps"] == at_restore != info["row_steps"]
+    assert resumed.params["auto_step"]["row_steps_from"] == info["row_steps_from"]
+    carried = int(arrays["counters"][3])
+    assert 0 < carried < 30
+    np.testing.assert_array_equal(resumed.samples["U"][:carried], whole.samples["U"][:carried])
+    assert not np.array_equal(resumed.samples["U"][carried:], whole.samples["U"][carried:])
+
+
 @pytest.fixture(scope="module")
 def gaussian_split():
     """Gaussian MF from TweedieNMF(beta=2, prior="gaussian")'s model, noise variance phi =
