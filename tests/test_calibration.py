@@ -255,6 +255,47 @@ def test_dsgld_per_row_steps_are_deterministic_and_resume_bit_for_bit(split, tmp
         assert resumed.params["auto_step"] == whole.params["auto_step"]
 
 
+def test_an_old_default_dsgld_checkpoint_resumes_with_factors_measured_at_its_state(split,
+                                                                                  tmp_path):
+    """DSGLD's fingerprint does not hold the auto_step record, so a checkpoint of a default
+    run written before the per-row factors existed (past the burn-in, without the four factor
+    arrays; its settings record "auto" alone, as the new default's do) resumes (CHANGELOG),
+    and the factors are measured at its restored state (not at the burn-in's end): the kept
+    draws it carries are the uninterrupted run's, the later ones are not."""
+    from pymf.bpmf.kernel import BPMFKernel
+    train, _ = split
+    model = pymf.BPMF(2, alpha0=10.0, beta0=10.0, mean_rating=0.0)
+    sampler = pymf.DSGLD(n_threads=1)
+
+    def run(**options):
+        return pymf.sample(model, train, sampler, n_samples=30, burnin=20, seed=5, **options)
+
+    whole = run()
+    path = tmp_path / "new.npz"
+    run(checkpoint=path, callback=lambda info: info["iteration"] >= 30, checkpoint_every=1)
+    with np.load(path, allow_pickle=False) as archive:
+        arrays = dict(archive)
+    factor_arrays = ["kernel_" + key for key in ("row_steps_user", "row_steps_item",
+                                                 "row_noise_user", "row_noise_item")]
+    assert all(name in arrays for name in factor_arrays)
+    np.savez(tmp_path / "old.npz", **{k: v for k, v in arrays.items() if k not in factor_arrays})
+    resumed = run(checkpoint=tmp_path / "old.npz")
+    # the factors of the checkpoint's state, measured apart from the run
+    kernel = BPMFKernel(model, train, sampler.for_data(train.nnz), 5, 0.0, 1)
+    kernel.restore({key[len("kernel_"):]: value for key, value in arrays.items()
+                    if key.startswith("kernel_")})
+    info = whole.params["auto_step"]
+    kernel.plan_row_steps(dict(info))
+    at_restore = kernel.summarise_row_steps(kernel.measure_row_steps(), info["minibatch_scale"],
+                                            info["row_noise"])["row_steps"]
+    assert resumed.params["auto_step"]["row_steps"] == at_restore != info["row_steps"]
+    assert resumed.params["auto_step"]["row_steps_from"] == info["row_steps_from"]
+    carried = int(arrays["counters"][3])
+    assert 0 < carried < 30
+    np.testing.assert_array_equal(resumed.samples["U"][:carried], whole.samples["U"][:carried])
+    assert not np.array_equal(resumed.samples["U"][carried:], whole.samples["U"][carried:])
+
+
 @pytest.fixture(scope="module")
 def gaussian_split():
     """Gaussian MF from TweedieNMF(beta=2, prior="gaussian")'s model, noise variance phi =
@@ -451,6 +492,57 @@ def test_psgld_per_row_steps_are_deterministic_and_resume_bit_for_bit(gaussian_s
         np.testing.assert_array_equal(resumed.W_samples, whole.W_samples)
         np.testing.assert_array_equal(resumed.H_samples, whole.H_samples)
         assert resumed.params["auto_step"] == whole.params["auto_step"]
+
+
+# what the per-row bound added to a default PSGLD checkpoint: the factors' arrays (the
+# kernel's snapshot, under the loop's "kernel_" prefix), and the keys of its auto_step record
+# (in the fingerprint) that mark the plan
+_PER_ROW_ARRAYS = ("kernel_row_steps_W", "kernel_row_steps_Ht")
+_PER_ROW_PLAN_KEYS = ("row_noise", "minibatch_scale", "row_steps_from")
+
+
+def test_an_old_default_psgld_checkpoint_without_row_steps_is_refused(tmp_path):
+    """A checkpoint of a default ("auto") PSGLD run with a burn-in, written before the
+    per-row factors existed, has no factors and a fingerprint whose auto_step lacks the
+    plan's keys. It is refused as another run's (CHANGELOG), not resumed: resumed, the
+    factors would be measured at its state instead of the burn-in's end, a chain neither
+    version runs. The old checkpoint is a new one (past the burn-in) with what the bound
+    added taken out (its fingerprint and its array names then equal those of the checkpoint
+    the code before the bound, 48c17d4^, writes for this run: checked once); the same file
+    with nothing taken out resumes, so the refusal is the fingerprint's."""
+    V, _, _ = pymf.datasets.make_tweedie_nmf(40, 36, 3, beta=1.0, seed=3)
+    r, c = np.nonzero(np.random.default_rng(0).random(V.shape) < 0.5)
+    train = pymf.Ratings(r, c, V[r, c], shape=V.shape)
+    model = pymf.TweedieNMF(3, beta=1.0)
+
+    def run(**options):
+        return pymf.sample(model, train, pymf.PSGLD(blocks=4, n_threads=1), n_samples=30,
+                           burnin=20, seed=5, **options)
+
+    whole = run()
+    path = tmp_path / "new.npz"
+    run(checkpoint=path, callback=lambda info: info["iteration"] >= 30, checkpoint_every=1)
+    with np.load(path, allow_pickle=False) as archive:
+        arrays = dict(archive)
+    assert int(arrays["kernel_t"]) > whole.params["auto_step"]["row_steps_from"]
+    assert all(name in arrays for name in _PER_ROW_ARRAYS)
+    key = json.loads(str(arrays["fingerprint"]))
+    assert json.dumps(key, sort_keys=True) == str(arrays["fingerprint"])  # rewritable as is
+
+    def rewritten(name, drop_arrays=(), drop_plan_keys=()):
+        old_key = json.loads(str(arrays["fingerprint"]))
+        for plan_key in drop_plan_keys:
+            old_key["run"]["auto_step"].pop(plan_key, None)
+        out = {k: v for k, v in arrays.items() if k not in drop_arrays}
+        out["fingerprint"] = np.array(json.dumps(old_key, sort_keys=True))
+        np.savez(tmp_path / name, **out)
+        return tmp_path / name
+
+    control = run(checkpoint=rewritten("same.npz"))
+    np.testing.assert_array_equal(control.W_samples, whole.W_samples)
+    old = rewritten("old.npz", _PER_ROW_ARRAYS, _PER_ROW_PLAN_KEYS)
+    with pytest.raises(ValueError, match="written by a different run"):
+        run(checkpoint=old)
 
 
 def test_the_noise_bound_is_recorded_checked_and_refused_where_unknown(gaussian_split):

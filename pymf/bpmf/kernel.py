@@ -8,7 +8,7 @@ from pymf.bpmf import _bpmf
 from pymf.bpmf.layout import Layout, _initial_params, bpmf_seeds
 from pymf.bpmf.samplers import DSGLD
 from pymf.engine import autostep
-from pymf.engine.kernel import Kernel
+from pymf.engine.rowsteps import RowStepKernel
 from pymf.engine.seeds import seed_sequence
 
 
@@ -35,25 +35,25 @@ def _rmse(sq_error, n):
 
 
 _CHAIN_ARRAYS = ("U", "V", "a", "b", "lambdas")  # a DSGLD chain's state (with the round)
-# the per-row bound's factors in a checkpoint (step, noise; users, items)
-_ROW_STEP_KEYS = ("row_steps_user", "row_steps_item", "row_noise_user", "row_noise_item")
 
 
-class ChainsKernel(Kernel):
+class ChainsKernel(RowStepKernel):
     """The engine's kernel protocol on top of a BPMF chains face (n_chains, layout, t,
-    run, predict, train_rmse, state, checkpoint_state, restore_state), which the
+    _run_units, predict, train_rmse, state, checkpoint_state, restore_state), which the
     shared-memory chains below and the MPI parameter server (pymf.bpmf.mpi) both have.
 
     A draw holds U, V, a, b of every chain in the original user/item order; the per-draw
     statistics are every chain's training RMSE, the norms of U and V and the precisions'
     means; the trace holds the chains' mean training RMSE and the test RMSE of the running
     mean prediction (NaN before the first kept draw: a single sample's is never reported).
+
+    DSGLD's step_size="auto" has the per-row plan (pymf.engine.rowsteps): this kernel
+    measures the rows' curvature (row_curvatures) and hands the factors to
+    apply_row_steps (the C chains, or the MPI server's workers).
     """
 
-    # the per-row bound of step_size="auto": its plan (info, first round) and, once
-    # measured, its factors; None where the run has none
-    row_plan = None
-    row_steps = None
+    # the per-row bound's factors in a checkpoint (step, noise; users, items)
+    row_step_keys = ("row_steps_user", "row_steps_item", "row_noise_user", "row_noise_item")
     test = None
 
     @property
@@ -98,45 +98,25 @@ class ChainsKernel(Kernel):
         return point
 
     def snapshot(self):
-        state = self.checkpoint_state()
-        if self.row_steps is not None:
-            for key, value in zip(_ROW_STEP_KEYS, self.row_steps):
-                state[key] = value
-        return state
+        return self.add_row_steps(self.checkpoint_state())
 
     def restore(self, arrays):
         self.restore_state(arrays)
-        if _ROW_STEP_KEYS[0] in arrays and self.row_plan is not None:
-            self._set_row_steps(*(np.asarray(arrays[key], dtype=np.float64)
-                                  for key in _ROW_STEP_KEYS))
+        self.restore_row_steps(arrays)
 
     # --- the per-row bound of step_size="auto" (pymf.engine.autostep, point 5) ----------
 
-    def plan_row_steps(self, info, from_round):
-        """Bound every row's coordinates for the minibatch noise from round from_round on,
-        with factors measured at the chains' state just before it (the end of the burn-in):
-        info is the run's params["auto_step"] (eps, minibatch_scale, row_noise), which gets
-        the factors' summary when they are set."""
-        self.row_plan = (info, int(from_round))
-        self.row_steps = None
-
-    def _set_row_steps(self, step_user, step_item, noise_user, noise_item):
-        info, from_round = self.row_plan
-        self.row_steps = (step_user, step_item, noise_user, noise_item)
-        self.apply_row_steps(*self.row_steps, from_round)
+    def summarise_row_steps(self, factors, minibatch_scale, row_noise):
+        step_user, step_item = factors[:2]
         D = self.model.rank
-        info.update(autostep.row_steps_summary(step_user.reshape(-1, D + 1),
-                                               step_item.reshape(-1, D + 1),
-                                               info["minibatch_scale"], info["row_noise"]))
+        return autostep.row_steps_summary(step_user.reshape(-1, D + 1),
+                                          step_item.reshape(-1, D + 1), minibatch_scale,
+                                          row_noise)
 
-    def _row_steps_due(self, next_round):
-        """Measure and set the row factors if round next_round is the first to use them
-        (or a later one, and they are missing): the curvature is the chains' mean at their
-        state after round next_round - 1, each chain with its own tau."""
-        plan = self.row_plan
-        if plan is None or self.row_steps is not None or next_round < plan[1]:
-            return
-        info = plan[0]
+    def measure_row_steps(self):
+        """(step_user, step_item, noise_user, noise_item), grid order: the curvature is the
+        chains' mean at their current state, each chain with its own tau."""
+        info = self.row_plan
         sums = None
         for c in range(self.n_chains):
             curv = row_curvatures(self.layout.c, self.chain_params(c), self.model)
@@ -149,7 +129,7 @@ class ChainsKernel(Kernel):
         su, si = (autostep.row_step_factors(diag * rho[:, None], info["eps"],
                                             info["minibatch_scale"], info["row_noise"]).ravel()
                   for diag, rho in ((diag_u, rho_u), (diag_v, rho_v)))
-        self._set_row_steps(su, si, su.copy(), si.copy())
+        return su, si, su.copy(), si.copy()
 
 
 def row_curvatures(layout, p, model):
@@ -328,21 +308,11 @@ class BPMFKernel(ChainsKernel):
                 self.c.set_state(c, *(state[key][c] for key in _CHAIN_ARRAYS), counter)
         self.t = counter
 
-    def run(self, steps):
+    def _run_units(self, steps):
         if self.is_gibbs:
             self.c.run(len(steps))
             self.t += len(steps)
             return
-        plan = self.row_plan
-        if plan is not None and self.row_steps is None:
-            # the rounds before the first bounded one, then the factors at that state
-            before = min(max(plan[1] - 1 - self.t, 0), len(steps))
-            if before:
-                self.c.run(steps[:before])
-                self.t += before
-            steps = steps[before:]
-            if len(steps):
-                self._row_steps_due(self.t + 1)
         if len(steps):
             self.c.run(steps)
             self.t += len(steps)

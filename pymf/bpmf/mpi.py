@@ -114,12 +114,13 @@ class _ServerChains(ChainsKernel):
             target.reshape(-1)[:] = buf[k:k + n]
             k += n
 
-    def run(self, steps):
+    def _run_units(self, steps):
+        # the rounds alone: the per-row plan's split is RowStepKernel.run's, as in shared
+        # memory (the factors reach the workers before the first bounded round)
         from mpi4py import MPI
         sampler = self.sampler
         for eps in steps:
             round_ = self.t + 1
-            self._row_steps_due(round_)
             self.comm.bcast(("round", float(eps), round_), root=0)
             tasks = _schedule(self.layout.c, self.n_chains, self.n_workers, round_)
             sends, recvs, requests = [], [], []

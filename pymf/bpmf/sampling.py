@@ -102,7 +102,7 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, in
             # at its end: burn-in draws are discarded, and by then the factors have their
             # posterior scale (at the start they are init_scale small)
             auto_step["row_steps_from"] = 1 if burnin_rmse is not None else burnin + 1
-            kernel.plan_row_steps(auto_step, auto_step["row_steps_from"])
+            kernel.plan_row_steps(auto_step)
     if test is not None:
         kernel.attach_test(test)
     burnin_until = None

@@ -37,7 +37,9 @@ A kernel whose chain spans several processes runs the loop in each (the writing 
 write_files=True, the others with False); every call above happens at the same point in
 each, so the kernel may make them collective.
 
-Kernel below gives the optional ones their neutral defaults.
+Kernel below gives the optional ones their neutral defaults. A kernel whose default step
+switches to per-row step factors after the burn-in (DSGLD's, PSGLD's) derives from
+pymf.engine.rowsteps.RowStepKernel, which holds that plan and splits run() for it.
 """
 
 

@@ -20,7 +20,7 @@ from pymf.engine.steps import ConstantStep, with_burnin
 from pymf.nmf import _blocks, _gibbs_nmf, _sgd, _sgld, _tweedie
 from pymf.data import Ratings, as_observed, real_array
 from pymf.engine.driver import digest, rmse
-from pymf.engine.kernel import Kernel
+from pymf.engine.rowsteps import RowStepKernel
 from pymf.engine.seeds import seed_sequence
 from pymf.errors import DivergenceError
 
@@ -303,7 +303,7 @@ def resolve_auto_step(sampler, chain, data, model, seed, burnin=0):
                                "the burn-in's end; give burnin= for calibrated intervals)")
         else:
             # the per-row bound (pymf.engine.autostep, point 5) after the burn-in, measured
-            # at its end by the kernel (FactorKernel.plan_row_steps)
+            # at its end by the kernel (pymf.engine.rowsteps, FactorKernel.measure_row_steps)
             info.update(row_noise=autostep.ROW_NOISE,
                         minibatch_scale=minibatch_scale(sampler, data),
                         row_steps_from=int(burnin) + 1)
@@ -342,12 +342,19 @@ def sample_params(facts, n_samples, burnin, thin, sampler, test):
     return params
 
 
-class FactorKernel(Kernel):
+class FactorKernel(RowStepKernel):
     """W (I x K) and H (K x J) of one chain; the trace holds the log-likelihood (sum of
     -d_beta/phi), the log posterior and, with a test set, the RMSE of the running mean
     prediction (test_rmse; of the current state before any draw is kept) and of the
     current state (test_rmse_sample). With phi="sample", phi is traced, recorded with every
-    kept draw (sample_stats["phi"]) and carried by checkpoints."""
+    kept draw (sample_stats["phi"]) and carried by checkpoints.
+
+    PSGLD's step_size="auto" has the per-row plan (pymf.engine.rowsteps): this kernel
+    measures the Fisher curvature of the rows of W and of H^T (measure_row_steps) and
+    hands the factors to the chain's set_row_steps (the C chain's or the GPU chain's)."""
+
+    # the per-row bound's factors in a checkpoint (W, H^T; grid order)
+    row_step_keys = ("row_steps_W", "row_steps_Ht")
 
     def __init__(self, chain, grid, model, test=None):
         self.chain, self.grid, self.model, self.test = chain, grid, model, test
@@ -357,12 +364,6 @@ class FactorKernel(Kernel):
         if test is not None:
             self.test_rows, self.test_cols = grid.test_indices(test)
 
-    # the per-row bound of PSGLD's step_size="auto" (pymf.engine.autostep, point 5): its
-    # plan (the run's params["auto_step"]) and, once measured, the factors (W, H^T; grid
-    # order); None where the run has none
-    row_plan = None
-    row_steps = None
-
     @property
     def counter(self):
         return self.chain.iteration
@@ -371,38 +372,17 @@ class FactorKernel(Kernel):
         K = self.model.rank
         return {"W": (1, self.shape[0], K), "H": (1, K, self.shape[1])}
 
-    def run(self, steps):
-        plan = self.row_plan
-        if plan is not None and self.row_steps is None:
-            # measure the factors at the state just before their first iteration
-            before = max(plan["row_steps_from"] - 1 - self.counter, 0)
-            if before < len(steps):
-                if before:
-                    self._run_units(steps[:before])
-                self._row_steps_due()
-                steps = steps[before:]
-        self._run_units(steps)
-
     def _run_units(self, steps):
         self._loglik = None
         self.chain.run(steps)
 
     # --- the per-row bound of PSGLD's step_size="auto" ----------------------------------
 
-    def plan_row_steps(self, info):
-        """Bound every row's coordinates (rows of W and of H^T) for the minibatch noise
-        from iteration info["row_steps_from"] on, with factors measured at the state just
-        before it: info is the run's params["auto_step"] (eps, minibatch_scale, row_noise),
-        which gets the factors' summary when they are set."""
-        self.row_plan = info
-        self.row_steps = None
+    def apply_row_steps(self, step_W, step_Ht, from_iteration):
+        self.chain.set_row_steps(step_W, step_Ht, from_iteration)
 
-    def _set_row_steps(self, step_W, step_Ht):
-        info = self.row_plan
-        self.row_steps = (step_W, step_Ht)
-        self.chain.set_row_steps(step_W, step_Ht, info["row_steps_from"])
-        info.update(autostep.factor_steps_summary(step_W, step_Ht, info["minibatch_scale"],
-                                                  info["row_noise"]))
+    def summarise_row_steps(self, factors, minibatch_scale, row_noise):
+        return autostep.factor_steps_summary(*factors, minibatch_scale, row_noise)
 
     def _row_step_factors(self, fisher):
         """c = min(1, 2 delta / ((s - 1) eps H_kk rho)) for a stack of Fisher curvatures at
@@ -420,7 +400,7 @@ class FactorKernel(Kernel):
         c_pieces) or of column piece b (rows=False: blocks (c, b) for c in c_pieces),
         added in that order into a fresh buffer, completed by mirroring. With every piece
         of the other side this is the whole curvature; the MPI ring passes the column
-        buffer along its ranks instead (RingKernel._fisher_factors)."""
+        buffer along its ranks instead (RingKernel.measure_row_steps)."""
         data, K = self.chain.data, self.model.rank
         start = data.row_start if rows else data.col_start
         fisher = np.zeros((int(start[b + 1] - start[b]), K, K))
@@ -431,18 +411,16 @@ class FactorKernel(Kernel):
                 self.chain.fisher_block(c, b, None, fisher)
         return _sgld.fisher_mirror(fisher)
 
-    def _fisher_factors(self):
-        """(factors of W's rows, of H^T's rows), one piece at a time: a row piece's rows
-        over blocks (b, 0..B-1), a column piece's columns over blocks (0..B-1, c), each in
-        the layout's order (the MPI ring adds the same blocks in the same order). Memory:
-        one piece's K x K matrices at a time."""
+    def measure_row_steps(self):
+        """(factors of W's rows, of H^T's rows) from the Fisher curvature at the current
+        state, one piece at a time: a row piece's rows over blocks (b, 0..B-1), a column
+        piece's columns over blocks (0..B-1, c), each in the layout's order (the MPI ring
+        adds the same blocks in the same order). Memory: one piece's K x K matrices at a
+        time."""
         pieces = range(self.chain.data.n_blocks)
         step_W = [self._row_step_factors(self._piece_fisher(b, pieces, True)) for b in pieces]
         step_Ht = [self._row_step_factors(self._piece_fisher(c, pieces, False)) for c in pieces]
         return np.concatenate(step_W), np.concatenate(step_Ht)
-
-    def _row_steps_due(self):
-        self._set_row_steps(*self._fisher_factors())
 
     def grid_state(self):
         """(W, H^T) in grid order, not to be modified (the ring's are gathered from every
@@ -507,17 +485,13 @@ class FactorKernel(Kernel):
         out = {"W_grid": W_grid, "Ht_grid": Ht_grid, "t": np.array(self.counter)}
         if self.sample_phi:
             out["phi"] = np.array(self.chain.phi)
-        if self.row_steps is not None:
-            out["row_steps_W"], out["row_steps_Ht"] = self.row_steps
-        return out
+        return self.add_row_steps(out)
 
     def restore(self, arrays):
         self.chain.set_state(arrays["W_grid"], arrays["Ht_grid"], int(arrays["t"]))
         if self.sample_phi:
             self.chain.set_phi(float(arrays["phi"]))
-        if "row_steps_W" in arrays and self.row_plan is not None:
-            self._set_row_steps(np.asarray(arrays["row_steps_W"], dtype=np.float64),
-                                np.asarray(arrays["row_steps_Ht"], dtype=np.float64))
+        self.restore_row_steps(arrays)
 
     def last_finite_state(self):
         W, H = self.state()

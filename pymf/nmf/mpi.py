@@ -235,7 +235,7 @@ class RingKernel(FactorKernel):
                 f"the chain diverged at iteration {first} (a parameter became infinite or NaN; "
                 "try a smaller step size); the last finite state is kept", iteration=first)
 
-    def _fisher_factors(self):
+    def measure_row_steps(self):
         """PSGLD's per-row step factors as shared memory measures them: the whole H
         gathered into every rank's chain; each rank's rows from its own blocks (their
         factors gathered in rank order = grid order); each column piece's curvature passed
