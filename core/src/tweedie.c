@@ -108,12 +108,16 @@ KERNEL_INLINE void accumulate_column(int n_out, int k, int K, int n, const doubl
 #define DENSE_VEC vec4
 #define DENSE_VEC_UNALIGNED vec4_unaligned
 #define DENSE_LANES 4
+#define DENSE_MU_VECS 2
+#define DENSE_OUTS 2
 #define DENSE_NAME(x) x##_w4
 #define DENSE_ATTRIBUTES PYMF_AVX2_CLONES
 #include "tweedie_dense.h"
 #undef DENSE_VEC
 #undef DENSE_VEC_UNALIGNED
 #undef DENSE_LANES
+#undef DENSE_MU_VECS
+#undef DENSE_OUTS
 #undef DENSE_NAME
 #undef DENSE_ATTRIBUTES
 
@@ -124,12 +128,16 @@ KERNEL_INLINE void accumulate_column(int n_out, int k, int K, int n, const doubl
 #define DENSE_VEC vec8
 #define DENSE_VEC_UNALIGNED vec8_unaligned
 #define DENSE_LANES 8
+#define DENSE_MU_VECS 4
+#define DENSE_OUTS 4
 #define DENSE_NAME(x) x##_w8
 #define DENSE_ATTRIBUTES __attribute__((target("arch=x86-64-v4")))
 #include "tweedie_dense.h"
 #undef DENSE_VEC
 #undef DENSE_VEC_UNALIGNED
 #undef DENSE_LANES
+#undef DENSE_MU_VECS
+#undef DENSE_OUTS
 #undef DENSE_NAME
 #undef DENSE_ATTRIBUTES
 #endif

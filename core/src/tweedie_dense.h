@@ -9,7 +9,7 @@
  * width adds each output's terms in the order of the header comment of tweedie.c and gives
  * the same bits. A scalar times a vector is GCC's exact broadcast of the scalar. */
 
-#define TILE_COLS (2 * DENSE_LANES)  /* a mu tile: MU_TILE_ROWS x 2 vectors */
+#define TILE_COLS (DENSE_MU_VECS * DENSE_LANES)  /* a mu tile: MU_TILE_ROWS x DENSE_MU_VECS vectors */
 #define K_CHUNK (4 * DENSE_LANES)    /* factor columns of a gW / gHt tile: 4 vectors */
 #define VEC_AT(p) (*(DENSE_VEC_UNALIGNED *)(p))
 
@@ -20,20 +20,21 @@ KERNEL_INLINE void DENSE_NAME(mu_tile)(const double *const w[MU_TILE_ROWS], cons
                                        int K, double *mu_out)
 {
     const int K4 = K - K % 4;
-    DENSE_VEC part[4][MU_TILE_ROWS][2];
+    DENSE_VEC part[4][MU_TILE_ROWS][DENSE_MU_VECS];
     for (int r = 0; r < 4; ++r) {
-        DENSE_VEC acc[MU_TILE_ROWS][2];
+        DENSE_VEC acc[MU_TILE_ROWS][DENSE_MU_VECS];
         for (int a = 0; a < MU_TILE_ROWS; ++a)
-            acc[a][0] = acc[a][1] = (DENSE_VEC){0.0};
+            for (int q = 0; q < DENSE_MU_VECS; ++q)
+                acc[a][q] = (DENSE_VEC){0.0};
         /* partial sum r: k = r, r + 4, ... below K4, then (r = 0 only) the tail */
 #define MU_TERM(k)                                                                 \
     do {                                                                           \
-        const DENSE_VEC h0 = VEC_AT(ht + (k) * GRAD_PANEL);                        \
-        const DENSE_VEC h1 = VEC_AT(ht + (k) * GRAD_PANEL + DENSE_LANES);          \
-        for (int a = 0; a < MU_TILE_ROWS; ++a) {                                   \
-            acc[a][0] += w[a][k] * h0;                                             \
-            acc[a][1] += w[a][k] * h1;                                             \
-        }                                                                          \
+        DENSE_VEC h[DENSE_MU_VECS];                                                \
+        for (int q = 0; q < DENSE_MU_VECS; ++q)                                    \
+            h[q] = VEC_AT(ht + (k) * GRAD_PANEL + DENSE_LANES * q);                \
+        for (int a = 0; a < MU_TILE_ROWS; ++a)                                     \
+            for (int q = 0; q < DENSE_MU_VECS; ++q)                                \
+                acc[a][q] += w[a][k] * h[q];                                       \
     } while (0)
         for (int k = r; k < K4; k += 4)
             MU_TERM(k);
@@ -41,15 +42,14 @@ KERNEL_INLINE void DENSE_NAME(mu_tile)(const double *const w[MU_TILE_ROWS], cons
             for (int k = K4; k < K; ++k)
                 MU_TERM(k);
 #undef MU_TERM
-        for (int a = 0; a < MU_TILE_ROWS; ++a) {
-            part[r][a][0] = acc[a][0];
-            part[r][a][1] = acc[a][1];
-        }
+        for (int a = 0; a < MU_TILE_ROWS; ++a)
+            for (int q = 0; q < DENSE_MU_VECS; ++q)
+                part[r][a][q] = acc[a][q];
     }
     for (int a = 0; a < MU_TILE_ROWS; ++a)
-        for (int half = 0; half < 2; ++half)
-            VEC_AT(mu_out + a * GRAD_PANEL + DENSE_LANES * half) =
-                (part[0][a][half] + part[1][a][half]) + (part[2][a][half] + part[3][a][half]);
+        for (int q = 0; q < DENSE_MU_VECS; ++q)
+            VEC_AT(mu_out + a * GRAD_PANEL + DENSE_LANES * q) =
+                (part[0][a][q] + part[1][a][q]) + (part[2][a][q] + part[3][a][q]);
 }
 
 /* out_r[k0 .. k0 + DENSE_LANES n_vec) += sum over s < n (ascending) of coef[r][s] *
@@ -61,7 +61,7 @@ KERNEL_INLINE void DENSE_NAME(accumulate_tile)(int n_out, int n_vec, int k0, int
                                                int coef_step, const double *x,
                                                double *const out[], int fresh)
 {
-    DENSE_VEC acc[2][4];
+    DENSE_VEC acc[4][4];  /* n_out <= 4 (the 4-wide tail of the 8-wide tiles too), n_vec <= 4 */
     for (int r = 0; r < n_out; ++r)
         for (int q = 0; q < n_vec; ++q)
             if (fresh)
@@ -84,7 +84,7 @@ KERNEL_INLINE void DENSE_NAME(accumulate_tile)(int n_out, int n_vec, int k0, int
             VEC_AT(out[r] + k0 + DENSE_LANES * q) = acc[r][q];
 }
 
-/* all K columns of n_out (1 or 2) outputs: chunks of K_CHUNK, then of DENSE_LANES, then
+/* all K columns of n_out (1 .. DENSE_OUTS) outputs: chunks of K_CHUNK, then of DENSE_LANES, then
  * (8 lanes) of 4, then 1; fresh: the outputs start from 0.0 instead of their stored values
  * (the first panel of a block whose gradient is written, not added: 0.0 + x, exactly what
  * zeroed memory gives) */
@@ -140,30 +140,36 @@ KERNEL_INLINE void DENSE_NAME(dense_panel_grad)(const pymf_tweedie *lik, const d
             DENSE_NAME(mu_tile)(w, ht + tile * TILE_COLS, K, g + a0 * GRAD_PANEL + tile * TILE_COLS);
     }
     grad_of_mu_any_beta(g, V + i0 * J + j0, J, m, n, lik->beta, coef);
-    /* gw_i += sum_j g_ij h_j (j ascending), two rows at a time */
+    /* gw_i += sum_j g_ij h_j (j ascending), DENSE_OUTS rows at a time, then one by one
+     * (literal counts, so that the accumulators are registers) */
+#define OUTPUTS(n_out, first)                                                       \
+    double *out[DENSE_OUTS];                                                        \
+    for (int r = 0; r < (n_out); ++r)                                               \
+        out[r] = (first) + r * K
     int a = 0;
-    for (; a + 2 <= m; a += 2) {
-        double *const out[2] = {gW + (i0 + a) * K, gW + (i0 + a + 1) * K};
-        DENSE_NAME(accumulate_outputs)(2, K, n, g + a * GRAD_PANEL, GRAD_PANEL, 1, Ht + j0 * K,
-                                       out, fresh_rows);
+    for (; a + DENSE_OUTS <= m; a += DENSE_OUTS) {
+        OUTPUTS(DENSE_OUTS, gW + (i0 + a) * K);
+        DENSE_NAME(accumulate_outputs)(DENSE_OUTS, K, n, g + a * GRAD_PANEL, GRAD_PANEL, 1,
+                                       Ht + j0 * K, out, fresh_rows);
     }
-    if (a < m) {
-        double *const out[1] = {gW + (i0 + a) * K};
+    for (; a < m; ++a) {
+        OUTPUTS(1, gW + (i0 + a) * K);
         DENSE_NAME(accumulate_outputs)(1, K, n, g + a * GRAD_PANEL, GRAD_PANEL, 1, Ht + j0 * K,
                                        out, fresh_rows);
     }
-    /* gh_j += sum_i g_ij w_i (i ascending), two columns at a time */
+    /* gh_j += sum_i g_ij w_i (i ascending), the same by columns */
     int c = 0;
-    for (; c + 2 <= n; c += 2) {
-        double *const out[2] = {gHt + (j0 + c) * K, gHt + (j0 + c + 1) * K};
-        DENSE_NAME(accumulate_outputs)(2, K, m, g + c, 1, GRAD_PANEL, W + i0 * K, out,
+    for (; c + DENSE_OUTS <= n; c += DENSE_OUTS) {
+        OUTPUTS(DENSE_OUTS, gHt + (j0 + c) * K);
+        DENSE_NAME(accumulate_outputs)(DENSE_OUTS, K, m, g + c, 1, GRAD_PANEL, W + i0 * K, out,
                                        fresh_cols);
     }
-    if (c < n) {
-        double *const out[1] = {gHt + (j0 + c) * K};
+    for (; c < n; ++c) {
+        OUTPUTS(1, gHt + (j0 + c) * K);
         DENSE_NAME(accumulate_outputs)(1, K, m, g + c, 1, GRAD_PANEL, W + i0 * K, out,
                                        fresh_cols);
     }
+#undef OUTPUTS
 }
 
 /* Block [r0, r1) x [c0, c1) of dense V (J columns) panel by panel: column panels outer and
