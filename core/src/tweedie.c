@@ -104,7 +104,8 @@ KERNEL_INLINE void accumulate_column(int n_out, int k, int K, int n, const doubl
 #define PYMF_DENSE_W8
 #endif
 
-/* 4-wide tiles: the AVX2 and baseline clones */
+/* 4-wide tiles: the AVX2 and baseline clones, 4 x 8 mu tiles (8 of AVX2's 16 registers),
+ * gW / gHt two outputs at a time (8 accumulators) */
 #define DENSE_VEC vec4
 #define DENSE_VEC_UNALIGNED vec4_unaligned
 #define DENSE_LANES 4
@@ -113,18 +114,12 @@ KERNEL_INLINE void accumulate_column(int n_out, int k, int K, int n, const doubl
 #define DENSE_NAME(x) x##_w4
 #define DENSE_ATTRIBUTES PYMF_AVX2_CLONES
 #include "tweedie_dense.h"
-#undef DENSE_VEC
-#undef DENSE_VEC_UNALIGNED
-#undef DENSE_LANES
-#undef DENSE_MU_VECS
-#undef DENSE_OUTS
-#undef DENSE_NAME
-#undef DENSE_ATTRIBUTES
 
 #if defined(PYMF_DENSE_W8)
-/* 8-wide tiles for x86-64-v4 (AVX-512): tiles of 4 x 16 entries and gW / gHt chunks of
- * 32 factor columns fill the 512-bit registers, which the 4-wide tiles left half used on
- * an Intel Xeon (two 512-bit FP pipes); the same bits, as every width gives. */
+/* 8-wide tiles for x86-64-v4 (AVX-512), which the 4-wide ones left half used on an Intel
+ * Xeon: mu tiles of 4 x 32 entries (16 of AVX-512's 32 registers), gW / gHt chunks of 32
+ * factor columns, four outputs at a time (16 accumulators); the same bits, as every width
+ * gives. */
 #define DENSE_VEC vec8
 #define DENSE_VEC_UNALIGNED vec8_unaligned
 #define DENSE_LANES 8
@@ -133,13 +128,6 @@ KERNEL_INLINE void accumulate_column(int n_out, int k, int K, int n, const doubl
 #define DENSE_NAME(x) x##_w8
 #define DENSE_ATTRIBUTES __attribute__((target("arch=x86-64-v4")))
 #include "tweedie_dense.h"
-#undef DENSE_VEC
-#undef DENSE_VEC_UNALIGNED
-#undef DENSE_LANES
-#undef DENSE_MU_VECS
-#undef DENSE_OUTS
-#undef DENSE_NAME
-#undef DENSE_ATTRIBUTES
 #endif
 
 /* The widest tiles this CPU has */

@@ -3,14 +3,18 @@
  *   DENSE_VEC            a vector of DENSE_LANES doubles (GCC vector extensions),
  *   DENSE_VEC_UNALIGNED  the same at any 8-byte aligned address,
  *   DENSE_LANES          4 or 8,
+ *   DENSE_MU_VECS        vectors in a row of a mu tile (MU_TILE_ROWS rows),
+ *   DENSE_OUTS           gW / gHt outputs (rows, columns) accumulated at once (<= 4),
  *   DENSE_NAME(x)        x with the width's suffix (mu_tile -> mu_tile_w8),
- * and gets DENSE_NAME(dense_block_grad). The lanes of a vector are always different
- * entries (mu) or different factor columns k (gW, gHt), never terms of one sum, so every
- * width adds each output's terms in the order of the header comment of tweedie.c and gives
- * the same bits. A scalar times a vector is GCC's exact broadcast of the scalar. */
+ *   DENSE_ATTRIBUTES     the attributes of DENSE_NAME(dense_block_grad) (clones, target),
+ * and gets DENSE_NAME(dense_block_grad); the parameters are undefined at the end. The
+ * lanes of a vector are always different entries (mu) or different factor columns k (gW,
+ * gHt), never terms of one sum, so every width and tile shape adds each output's terms in
+ * the order of the header comment of tweedie.c and gives the same bits. A scalar times a
+ * vector is GCC's exact broadcast of the scalar. */
 
-#define TILE_COLS (DENSE_MU_VECS * DENSE_LANES)  /* a mu tile: MU_TILE_ROWS x DENSE_MU_VECS vectors */
-#define K_CHUNK (4 * DENSE_LANES)    /* factor columns of a gW / gHt tile: 4 vectors */
+#define TILE_COLS (DENSE_MU_VECS * DENSE_LANES) /* columns of a mu tile (GRAD_PANEL's divisor) */
+#define K_CHUNK (4 * DENSE_LANES)               /* factor columns of a gW / gHt tile: 4 vectors */
 #define VEC_AT(p) (*(DENSE_VEC_UNALIGNED *)(p))
 
 /* mu of one tile (MU_TILE_ROWS x TILE_COLS entries) into mu_out (row stride GRAD_PANEL);
@@ -202,3 +206,10 @@ static int DENSE_NAME(dense_block_grad)(const pymf_tweedie *lik, const double *V
 #undef TILE_COLS
 #undef K_CHUNK
 #undef VEC_AT
+#undef DENSE_VEC
+#undef DENSE_VEC_UNALIGNED
+#undef DENSE_LANES
+#undef DENSE_MU_VECS
+#undef DENSE_OUTS
+#undef DENSE_NAME
+#undef DENSE_ATTRIBUTES
