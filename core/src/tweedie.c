@@ -54,6 +54,7 @@ typedef double vec4 __attribute__((vector_size(32)));
 typedef double vec4_unaligned __attribute__((vector_size(32), aligned(8), may_alias));
 typedef double vec8 __attribute__((vector_size(64)));
 typedef double vec8_unaligned __attribute__((vector_size(64), aligned(8), may_alias));
+typedef long long lanes8 __attribute__((vector_size(64)));  /* a shuffle's lane numbers */
 
 /* g = coef * d/dmu log p(v | floor(mu)) in place over the m x n entries of a panel (g's
  * rows GRAD_PANEL apart, v's rows J apart). Called with a literal beta for the common

@@ -127,7 +127,39 @@ KERNEL_INLINE void DENSE_NAME(dense_panel_grad)(const pymf_tweedie *lik, const d
         for (int c = 0; c < n; c += 8)
             __builtin_prefetch(V + (i0 + a) * J + j0 + c, 0, 3);
     /* H's panel transposed, zero beyond its n columns (those mu are computed, never used) */
-    for (int k = 0; k < K; ++k) {
+    int k_done = 0;
+#if DENSE_LANES == 8
+    /* whole panels by 8 x 8 squares in registers (three rounds of two-vector shuffles:
+     * moves only, no arithmetic) instead of 64 scalar loads and stores each */
+    if (n == GRAD_PANEL)
+        for (; k_done + 8 <= K; k_done += 8)
+            for (int c0 = 0; c0 < GRAD_PANEL; c0 += 8) {
+                DENSE_VEC v[8];
+                for (int i = 0; i < 8; ++i)
+                    v[i] = VEC_AT(Ht + (j0 + c0 + i) * K + k_done);
+                /* round d: rows i and i + d (i & d == 0) exchange their blocks of d lanes */
+#define LO(e, d) (((e) % (2 * (d))) < (d) ? (e) : 8 + (e) - (d))
+#define HI(e, d) (((e) % (2 * (d))) < (d) ? (e) + (d) : 8 + (e))
+#define MASK(F, d) ((lanes8){F(0, d), F(1, d), F(2, d), F(3, d), F(4, d), F(5, d), F(6, d), F(7, d)})
+#define ROUND(d)                                                                     \
+    for (int i = 0; i < 8; ++i)                                                      \
+        if (!(i & (d))) {                                                            \
+            const DENSE_VEC lo = __builtin_shuffle(v[i], v[i + (d)], MASK(LO, d));   \
+            v[i + (d)] = __builtin_shuffle(v[i], v[i + (d)], MASK(HI, d));           \
+            v[i] = lo;                                                               \
+        }
+                ROUND(1)
+                ROUND(2)
+                ROUND(4)
+#undef LO
+#undef HI
+#undef MASK
+#undef ROUND
+                for (int i = 0; i < 8; ++i)
+                    VEC_AT(ht + (k_done + i) * GRAD_PANEL + c0) = v[i];
+            }
+#endif
+    for (int k = k_done; k < K; ++k) {
         for (int c = 0; c < n; ++c)
             ht[k * GRAD_PANEL + c] = Ht[(j0 + c) * K + k];
         for (int c = n; c < GRAD_PANEL; ++c)
