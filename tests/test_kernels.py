@@ -68,8 +68,8 @@ def _problem(I, J, K, seed):
     return V, W, Ht
 
 
-# shapes that leave partial row and column panels (32) and mu tiles (4 x 8), K around the
-# 4-wide and 16-wide chunks, one block and several
+# shapes that leave partial row and column panels (32) and mu tiles (4 x 8 and 4 x 16), K
+# around the 4- and 8-wide vectors and the 16- and 32-wide chunks, one block and several
 @pytest.mark.parametrize("I, J, K, B", [(37, 45, 1, 2), (70, 53, 5, 3), (64, 64, 32, 2),
                                         (101, 67, 33, 3), (40, 75, 13, 1), (9, 70, 40, 9)])
 @pytest.mark.parametrize("beta", [0.0, 1.0, 2.0])
@@ -94,15 +94,18 @@ def test_power_a_different_summation_order_is_seen(order):
     assert not (np.array_equal(other_gW, gW) and np.array_equal(other_gHt, gHt))  # not bits
 
 
-@pytest.mark.parametrize("K", [3, 32])
-def test_sparse_blocks_give_the_dense_kernels_bits(K):
+# K around the vectors (4 and 8 lanes) and the gW / gHt chunks (16 and 32 columns); blocks
+# whose panels end in partial mu tiles (4 x 8, and 4 x 16 for 8 lanes) and partial panels
+@pytest.mark.parametrize("K", [1, 3, 7, 8, 13, 32, 33])
+@pytest.mark.parametrize("I, J, B", [(50, 44, 3), (83, 77, 2), (37, 45, 1)])
+def test_sparse_blocks_give_the_dense_kernels_bits(I, J, B, K):
     """The MPI ring and sparse data run the per-entry loop, dense data the tiled kernel:
     the same entries must give the same gradient."""
-    V, W, Ht = _problem(50, 44, K, seed=7)
+    V, W, Ht = _problem(I, J, K, seed=7)
     rows, cols = np.nonzero(np.ones_like(V))
-    dense = _blocks.BlockedData.from_dense(V, 3)
+    dense = _blocks.BlockedData.from_dense(V, B)
     sparse = _blocks.BlockedData.from_sparse(rows.astype(np.int64), cols.astype(np.int64),
-                                             V[rows, cols].copy(), V.shape, 3)
+                                             V[rows, cols].copy(), V.shape, B)
     for beta in (0.5, 1.0):
         a = _tweedie.gradient(dense, W, Ht, beta, 1.0, n_threads=1)
         b = _tweedie.gradient(sparse, W, Ht, beta, 1.0, n_threads=1)

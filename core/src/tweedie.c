@@ -24,7 +24,7 @@ pymf_status pymf_tweedie_check(const pymf_tweedie *lik, pymf_error *err)
  * gw_i += g_ij h_j and gh_j += g_ij w_i, entries in row-major order), which the golden chains
  * and the CUDA kernels pin, computed as three small matrix products over panels of
  * GRAD_PANEL x GRAD_PANEL entries:
- *   mu    tiles of MU_TILE_ROWS x MU_TILE_COLS entries at once, each entry's K-sum kept in
+ *   mu    tiles of MU_TILE_ROWS rows x two vectors of columns, each entry's K-sum kept in
  *         pymf_dot's order (four partial sums over k mod 4, the k >= 4 floor(K/4) tail in the
  *         first, added as (s0 + s1) + (s2 + s3)): the vector lanes run over entries, never
  *         over k, so no sum is reassociated;
@@ -33,11 +33,10 @@ pymf_status pymf_tweedie_check(const pymf_tweedie *lik, pymf_error *err)
  * Each output value sees the same additions in the same order as in the per-entry loop;
  * the two products write different arrays, so interleaving them never mattered. Multiplies
  * and adds stay separate (no FMA: -std=c99 turns contraction off), so the AVX2 and baseline
- * clones give the same bits too. */
-#define GRAD_PANEL 32    /* rows and columns of a panel: its g_ij stay in a buffer in L1 */
-#define MU_TILE_ROWS 4   /* a mu tile: 4 rows x 8 columns, 8 four-wide accumulators */
-#define MU_TILE_COLS 8
-#define GRAD_K_CHUNK 16  /* factor columns of a gW / gHt accumulator tile (4 vectors) */
+ * clones give the same bits too, and so do the 8-wide tiles of the x86-64-v4 version (the
+ * kernels are written once, in tweedie_dense.h, for any number of lanes). */
+#define GRAD_PANEL 32   /* rows and columns of a panel: its g_ij stay in a buffer in L1 */
+#define MU_TILE_ROWS 4  /* rows of a mu tile; its columns are two vectors (tweedie_dense.h) */
 
 #if defined(__GNUC__)
 #define KERNEL_INLINE static inline __attribute__((always_inline))
@@ -45,55 +44,17 @@ pymf_status pymf_tweedie_check(const pymf_tweedie *lik, pymf_error *err)
 #define KERNEL_INLINE static inline
 #endif
 
-/* Four doubles as one value: GCC and Clang vector extensions, lowered to one AVX2 or two
- * SSE2 instructions per operation. Every operation is element by element, so a vector
- * computes exactly what four scalar statements would. vec4_at reads and writes four
- * doubles at any 8-byte aligned address (macros, not functions: no vector crosses a call,
- * so there is no vector calling convention to depend on). */
+/* Four or eight doubles as one value: GCC and Clang vector extensions, lowered to one
+ * instruction per operation where the clone has registers that wide (two or four SSE2 ones
+ * where not). Every operation is element by element, so a vector computes exactly what
+ * four or eight scalar statements would. The _unaligned types read and write at any 8-byte
+ * aligned address (through macros, not functions: no vector crosses a call, so there is no
+ * vector calling convention to depend on). */
 typedef double vec4 __attribute__((vector_size(32)));
 typedef double vec4_unaligned __attribute__((vector_size(32), aligned(8), may_alias));
-#define vec4_at(p) (*(vec4_unaligned *)(p))
-#define vec4_broadcast(x) ((vec4){(x), (x), (x), (x)})
-
-/* mu of one tile into mu_out (row stride GRAD_PANEL); ht holds the panel's columns of H
- * transposed (ht[k * GRAD_PANEL + c], already offset to the tile's first column). */
-KERNEL_INLINE void mu_tile(const double *const w[MU_TILE_ROWS], const double *ht, int K,
-                           double *mu_out)
-{
-    const int K4 = K - K % 4;
-    vec4 part[4][MU_TILE_ROWS][2];
-    for (int r = 0; r < 4; ++r) {
-        vec4 acc[MU_TILE_ROWS][2];
-        for (int a = 0; a < MU_TILE_ROWS; ++a)
-            acc[a][0] = acc[a][1] = vec4_broadcast(0.0);
-        /* partial sum r: k = r, r + 4, ... below K4, then (r = 0 only) the tail */
-        for (int k = r; k < K4; k += 4) {
-            const vec4 h0 = vec4_at(ht + k * GRAD_PANEL), h1 = vec4_at(ht + k * GRAD_PANEL + 4);
-            for (int a = 0; a < MU_TILE_ROWS; ++a) {
-                const vec4 wk = vec4_broadcast(w[a][k]);
-                acc[a][0] += wk * h0;
-                acc[a][1] += wk * h1;
-            }
-        }
-        if (r == 0)
-            for (int k = K4; k < K; ++k) {
-                const vec4 h0 = vec4_at(ht + k * GRAD_PANEL), h1 = vec4_at(ht + k * GRAD_PANEL + 4);
-                for (int a = 0; a < MU_TILE_ROWS; ++a) {
-                    const vec4 wk = vec4_broadcast(w[a][k]);
-                    acc[a][0] += wk * h0;
-                    acc[a][1] += wk * h1;
-                }
-            }
-        for (int a = 0; a < MU_TILE_ROWS; ++a) {
-            part[r][a][0] = acc[a][0];
-            part[r][a][1] = acc[a][1];
-        }
-    }
-    for (int a = 0; a < MU_TILE_ROWS; ++a)
-        for (int half = 0; half < 2; ++half)
-            vec4_at(mu_out + a * GRAD_PANEL + 4 * half) =
-                (part[0][a][half] + part[1][a][half]) + (part[2][a][half] + part[3][a][half]);
-}
+typedef double vec8 __attribute__((vector_size(64)));
+typedef double vec8_unaligned __attribute__((vector_size(64), aligned(8), may_alias));
+typedef long long lanes8 __attribute__((vector_size(64)));  /* a shuffle's lane numbers */
 
 /* g = coef * d/dmu log p(v | floor(mu)) in place over the m x n entries of a panel (g's
  * rows GRAD_PANEL apart, v's rows J apart). Called with a literal beta for the common
@@ -124,38 +85,8 @@ KERNEL_INLINE void grad_of_mu_any_beta(double *g, const double *v, int64_t J, in
         grad_of_mu(g, v, J, m, n, beta, coef);
 }
 
-/* out_r[k0 .. k0 + 4 n_vec) += sum over s < n (ascending) of coef[r][s] * x_s[k0 ..), for
- * n_out outputs r at once (coef[r][s] = coefs[r * coef_stride + s * coef_step]); x_s is
- * x + s * K. The gW product (outputs = rows, s = columns) and the gHt product
- * (outputs = columns, s = rows) are both this. */
-KERNEL_INLINE void accumulate_tile(int n_out, int n_vec, int k0, int K, int n,
-                                   const double *coefs, int coef_stride, int coef_step,
-                                   const double *x, double *const out[], int fresh)
-{
-    vec4 acc[2][GRAD_K_CHUNK / 4];
-    for (int r = 0; r < n_out; ++r)
-        for (int q = 0; q < n_vec; ++q)
-            if (fresh)
-                acc[r][q] = vec4_broadcast(0.0);
-            else
-                acc[r][q] = vec4_at(out[r] + k0 + 4 * q);
-    for (int s = 0; s < n; ++s) {
-        const double *xs = x + (size_t)s * (size_t)K + k0;
-        vec4 xv[GRAD_K_CHUNK / 4];
-        for (int q = 0; q < n_vec; ++q)
-            xv[q] = vec4_at(xs + 4 * q);
-        for (int r = 0; r < n_out; ++r) {
-            const vec4 coef = vec4_broadcast(coefs[r * coef_stride + s * coef_step]);
-            for (int q = 0; q < n_vec; ++q)
-                acc[r][q] += coef * xv[q];
-        }
-    }
-    for (int r = 0; r < n_out; ++r)
-        for (int q = 0; q < n_vec; ++q)
-            vec4_at(out[r] + k0 + 4 * q) = acc[r][q];
-}
-
-/* the same for one factor column k */
+/* out_r[k] += sum over s < n (ascending) of coef[r][s] * x_s[k], one factor column k
+ * (the tails of K that no vector covers); the names as in tweedie_dense.h */
 KERNEL_INLINE void accumulate_column(int n_out, int k, int K, int n, const double *coefs,
                                      int coef_stride, int coef_step, const double *x,
                                      double *const out[], int fresh)
@@ -168,103 +99,48 @@ KERNEL_INLINE void accumulate_column(int n_out, int k, int K, int n, const doubl
     }
 }
 
-/* all K columns of n_out (1 or 2) outputs: chunks of GRAD_K_CHUNK, then of 4, then 1 */
-/* all K columns of n_out (1 or 2) outputs: chunks of GRAD_K_CHUNK, then of 4, then 1;
- * fresh: the outputs start from 0.0 instead of their stored values (the first panel of a
- * block whose gradient is written, not added: 0.0 + x, exactly what zeroed memory gives) */
-KERNEL_INLINE void accumulate_outputs(int n_out, int K, int n, const double *coefs,
-                                      int coef_stride, int coef_step, const double *x,
-                                      double *const out[], int fresh)
-{
-    int k0 = 0;
-    for (; k0 + GRAD_K_CHUNK <= K; k0 += GRAD_K_CHUNK)
-        accumulate_tile(n_out, GRAD_K_CHUNK / 4, k0, K, n, coefs, coef_stride, coef_step, x,
-                        out, fresh);
-    for (; k0 + 4 <= K; k0 += 4)
-        accumulate_tile(n_out, 1, k0, K, n, coefs, coef_stride, coef_step, x, out, fresh);
-    for (; k0 < K; ++k0)
-        accumulate_column(n_out, k0, K, n, coefs, coef_stride, coef_step, x, out, fresh);
-}
+/* 8-wide tiles where GCC builds clones for x86-64 (the condition of PYMF_VECTOR_CLONES) */
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__x86_64__) && \
+    !defined(PYMF_NO_CLONES)
+#define PYMF_DENSE_W8
+#endif
 
-/* The gradient of the panel of rows [i0, i0 + m) x columns [j0, j0 + n) (m, n <=
- * GRAD_PANEL); ht and g are GRAD_PANEL-wide scratch (K and GRAD_PANEL rows). */
-KERNEL_INLINE void dense_panel_grad(const pymf_tweedie *lik, const double *V, int64_t J, int64_t i0,
-                             int m, int64_t j0, int n, double coef, const double *W,
-                             const double *Ht, double *gW, double *gHt, double *ht, double *g,
-                             int fresh_rows, int fresh_cols)
-{
-    const int K = lik->rank;
-    /* V's panel comes from memory (a part's blocks are scattered over V): ask for its rows
-     * now, so that they arrive while mu is computed */
-    for (int a = 0; a < m; ++a)
-        for (int c = 0; c < n; c += 8)
-            __builtin_prefetch(V + (i0 + a) * J + j0 + c, 0, 3);
-    /* H's panel transposed, zero beyond its n columns (those mu are computed, never used) */
-    for (int k = 0; k < K; ++k) {
-        for (int c = 0; c < n; ++c)
-            ht[k * GRAD_PANEL + c] = Ht[(j0 + c) * K + k];
-        for (int c = n; c < GRAD_PANEL; ++c)
-            ht[k * GRAD_PANEL + c] = 0.0;
-    }
-    const int n_tiles = (n + MU_TILE_COLS - 1) / MU_TILE_COLS;
-    for (int a0 = 0; a0 < m; a0 += MU_TILE_ROWS) {
-        /* a short last tile repeats its last row (computed, never stored) */
-        const double *w[MU_TILE_ROWS];
-        for (int a = 0; a < MU_TILE_ROWS; ++a)
-            w[a] = W + (i0 + (a0 + a < m ? a0 + a : m - 1)) * K;
-        /* mu into g's rows a0 .. a0 + 3 (all inside the buffer: a0 + 3 < GRAD_PANEL) */
-        for (int tile = 0; tile < n_tiles; ++tile)
-            mu_tile(w, ht + tile * MU_TILE_COLS, K, g + a0 * GRAD_PANEL + tile * MU_TILE_COLS);
-    }
-    grad_of_mu_any_beta(g, V + i0 * J + j0, J, m, n, lik->beta, coef);
-    /* gw_i += sum_j g_ij h_j (j ascending), two rows at a time */
-    int a = 0;
-    for (; a + 2 <= m; a += 2) {
-        double *const out[2] = {gW + (i0 + a) * K, gW + (i0 + a + 1) * K};
-        accumulate_outputs(2, K, n, g + a * GRAD_PANEL, GRAD_PANEL, 1, Ht + j0 * K, out,
-                           fresh_rows);
-    }
-    if (a < m) {
-        double *const out[1] = {gW + (i0 + a) * K};
-        accumulate_outputs(1, K, n, g + a * GRAD_PANEL, GRAD_PANEL, 1, Ht + j0 * K, out,
-                           fresh_rows);
-    }
-    /* gh_j += sum_i g_ij w_i (i ascending), two columns at a time */
-    int c = 0;
-    for (; c + 2 <= n; c += 2) {
-        double *const out[2] = {gHt + (j0 + c) * K, gHt + (j0 + c + 1) * K};
-        accumulate_outputs(2, K, m, g + c, 1, GRAD_PANEL, W + i0 * K, out, fresh_cols);
-    }
-    if (c < n) {
-        double *const out[1] = {gHt + (j0 + c) * K};
-        accumulate_outputs(1, K, m, g + c, 1, GRAD_PANEL, W + i0 * K, out, fresh_cols);
-    }
-}
+/* 4-wide tiles: the AVX2 and baseline clones, 4 x 8 mu tiles (8 of AVX2's 16 registers),
+ * gW / gHt two outputs at a time (8 accumulators) */
+#define DENSE_VEC vec4
+#define DENSE_VEC_UNALIGNED vec4_unaligned
+#define DENSE_LANES 4
+#define DENSE_MU_VECS 2
+#define DENSE_OUTS 2
+#define DENSE_NAME(x) x##_w4
+#define DENSE_ATTRIBUTES PYMF_AVX2_CLONES
+#include "tweedie_dense.h"
 
-/* Block [r0, r1) x [c0, c1) of dense V (J columns) panel by panel: column panels outer and
- * row panels inner, both ascending, which keeps every gw_i's sum over j and every gh_j's
- * sum over i in ascending order. overwrite: the block's rows of gW and gHt are written
- * (their first panel starts from 0.0) rather than added to. Returns 0 (nothing done) when
- * the scratch cannot be had. */
-PYMF_AVX2_CLONES
+#if defined(PYMF_DENSE_W8)
+/* 8-wide tiles for x86-64-v4 (AVX-512), which the 4-wide ones left half used on an Intel
+ * Xeon: mu tiles of 4 x 32 entries (16 of AVX-512's 32 registers), gW / gHt chunks of 32
+ * factor columns, four outputs at a time (16 accumulators); the same bits, as every width
+ * gives. */
+#define DENSE_VEC vec8
+#define DENSE_VEC_UNALIGNED vec8_unaligned
+#define DENSE_LANES 8
+#define DENSE_MU_VECS 4
+#define DENSE_OUTS 4
+#define DENSE_NAME(x) x##_w8
+#define DENSE_ATTRIBUTES __attribute__((target("arch=x86-64-v4")))
+#include "tweedie_dense.h"
+#endif
+
+/* The widest tiles this CPU has */
 static int dense_block_grad(const pymf_tweedie *lik, const double *V, int64_t J, int64_t r0,
                             int64_t r1, int64_t c0, int64_t c1, double coef, const double *W,
                             const double *Ht, double *gW, double *gHt, int overwrite)
 {
-    double *scratch = malloc(sizeof(double) * (size_t)(lik->rank + GRAD_PANEL) * GRAD_PANEL);
-    if (scratch == NULL)
-        return 0;
-    double *ht = scratch, *g = scratch + (size_t)lik->rank * GRAD_PANEL;
-    for (int64_t j0 = c0; j0 < c1; j0 += GRAD_PANEL) {
-        const int n = (int)(c1 - j0 < GRAD_PANEL ? c1 - j0 : GRAD_PANEL);
-        for (int64_t i0 = r0; i0 < r1; i0 += GRAD_PANEL) {
-            const int m = (int)(r1 - i0 < GRAD_PANEL ? r1 - i0 : GRAD_PANEL);
-            dense_panel_grad(lik, V, J, i0, m, j0, n, coef, W, Ht, gW, gHt, ht, g,
-                             overwrite && j0 == c0, overwrite && i0 == r0);
-        }
-    }
-    free(scratch);
-    return 1;
+#if defined(PYMF_DENSE_W8)
+    if (__builtin_cpu_supports("x86-64-v4"))
+        return dense_block_grad_w8(lik, V, J, r0, r1, c0, c1, coef, W, Ht, gW, gHt, overwrite);
+#endif
+    return dense_block_grad_w4(lik, V, J, r0, r1, c0, c1, coef, W, Ht, gW, gHt, overwrite);
 }
 
 /* pymf_tweedie_block_grad (overwrite = 0) and pymf_tweedie_block_grad_set (overwrite = 1) */

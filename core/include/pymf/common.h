@@ -21,8 +21,8 @@
  * baseline, and the loader picks one at run time (GCC function multi-versioning): speed
  * without -march=native. All clones compute the same bits, because nothing is reassociated
  * or contracted into FMA (-std=c99 turns contraction off). PYMF_AVX2_CLONES: AVX2 and
- * baseline only, for a loop whose AVX-512 clone is slower (the dense gradient's 4-wide
- * tiles, tweedie.c). */
+ * baseline only, for a loop that has its own x86-64-v4 version (the dense gradient's
+ * 4-wide tiles, tweedie.c, beside its 8-wide ones). */
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__x86_64__) && \
     !defined(PYMF_NO_CLONES)
 #define PYMF_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
