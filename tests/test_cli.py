@@ -113,16 +113,25 @@ def test_sigint_keeps_samples_and_checkpoint(tmp_path):
     import time
     out_dir = tmp_path / "run"
     env = dict(os.environ, CI="1")
+    # a test runner started in the background by a shell without job control inherits
+    # SIGINT ignored, and so would the run (Python then installs no Ctrl-C handler at all):
+    # the run gets the terminal's default, as under an interactive Ctrl-C
     proc = subprocess.Popen(
         [sys.executable, "-m", "pymf", "sample", "--rank", "8", "--blocks", "4", "--data", "demo",
          "--demo-size", "128", "--samples", "5000000", "--thin", "50", "--step-size", "1e-4",
          "--checkpoint", "--checkpoint-every", "1000", "--out", str(out_dir)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(tmp_path))
-    deadline = time.time() + 120
-    while not (out_dir / "checkpoint.npz").exists() and time.time() < deadline:
-        time.sleep(0.05)  # the first checkpoint: 1,000 iterations, so 20 kept samples, are done
-    proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=120)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(tmp_path),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.time() + 120
+        while not (out_dir / "checkpoint.npz").exists() and time.time() < deadline:
+            time.sleep(0.05)  # the first checkpoint: 1,000 iterations, so 20 kept samples, are done
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:  # never leave a 5M-sample run behind a failed test
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 0, stderr
     assert "interrupted" in stderr
     summary = json.loads((out_dir / "summary.json").read_text())
