@@ -13,6 +13,9 @@ reference that adds in exactly that order:
 NumPy's element-wise products and sums round once per operation (no FMA), so equal order
 means equal bits. The power check: the same reference with mu from a single running sum
 over k, or from np.dot, differs from the C gradient (so this test sees a changed order).
+PSGLD's per-row Fisher curvature (core/src/fisher_dense.h) is register-tiled the same way
+on dense blocks; given every entry, sparse blocks still run its per-entry loop, whose bits
+the tiles must keep.
 """
 import numpy as np
 import pytest
@@ -145,3 +148,59 @@ def test_psgld_chain_on_dense_blocks_equals_the_per_entry_chain(K, prior, beta):
     for W_t, Ht_t, t in states[1:]:
         assert t == 15 and np.array_equal(W_t, states[0][0]) and np.array_equal(Ht_t, states[0][1])
     assert not np.array_equal(states[0][0], W)  # the chain moved
+
+
+
+def _fisher_pieces(chain, data, B, K, rows, both, seed):
+    """Every row piece's (rows=True) or column piece's Fisher curvature, added block by
+    block in piece order onto a random start (the MPI ring adds onto a partly filled
+    buffer; seed None: zeros); both: each block computes the other side's too (into a
+    scratch buffer)."""
+    rng = np.random.default_rng(seed)
+    start, other_start = (data.row_start, data.col_start) if rows else \
+        (data.col_start, data.row_start)
+    out = []
+    for p in range(B):
+        shape = (int(start[p + 1] - start[p]), K, K)
+        f = np.zeros(shape) if seed is None else rng.standard_normal(shape)
+        for q in range(B):
+            other = np.zeros((int(other_start[q + 1] - other_start[q]), K, K)) if both else None
+            if rows:
+                chain.fisher_block(p, q, f, other)
+            else:
+                chain.fisher_block(q, p, other, f)
+        out.append(f)
+    return np.concatenate(out)
+
+
+# K around the 4- and 8-wide vectors, the 2- and 4-row groups and the 16- and 32-column
+# chunks; shapes that leave partial panels (32 x 32), one block and several
+@pytest.mark.parametrize("K", [1, 3, 7, 8, 13, 32, 33])
+@pytest.mark.parametrize("I, J, B", [(50, 44, 3), (83, 77, 2), (37, 45, 1)])
+def test_dense_fisher_is_the_per_entry_fisher_bit_for_bit(I, J, B, K):
+    """PSGLD's per-row Fisher curvature (pymf_langevin_fisher_block): dense blocks run
+    register-tiled products, sparse ones the per-entry loop (two rank-1 updates per entry in
+    the layout's row-major order: the dense path's code and order before the tiles). Given
+    every entry, the two must give the same upper triangles bit for bit (the lower ones are
+    mirrored from them) for each beta's weight, and NumPy's curvature up to rounding."""
+    from pymf.nmf import _sgld
+    V, W, Ht = _problem(I, J, K, seed=13 + K)
+    rows, cols = np.nonzero(np.ones_like(V))
+    dense = _blocks.BlockedData.from_dense(V, B)
+    sparse = _blocks.BlockedData.from_sparse(rows.astype(np.int64), cols.astype(np.int64),
+                                             V[rows, cols].copy(), V.shape, B)
+    upper = np.triu(np.ones((K, K), dtype=bool))
+    for beta in (0.0, 1.0, 1.5, 2.0):
+        chains = []
+        for data in (dense, sparse):
+            chain = _sgld.LangevinChain(data, "psgld", K, beta, 1.0, "exponential", 1.0, 1.0,
+                                        5, 6, n_threads=1)
+            chain.set_state(W, Ht, 0)
+            chains.append(chain)
+        a = (W @ Ht.T) ** (beta - 2.0)
+        for side, x, weight in ((True, Ht, a), (False, W, a.T)):
+            for both in (False, True):
+                fd, fs = (_fisher_pieces(ch, dense, B, K, side, both, seed=K) for ch in chains)
+                assert np.array_equal(fd[:, upper], fs[:, upper]), (beta, side, both)
+            f = _sgld.fisher_mirror(_fisher_pieces(chains[0], dense, B, K, side, False, None))
+            np.testing.assert_allclose(f, np.einsum("ij,jk,jl->ikl", weight, x, x), rtol=1e-12)

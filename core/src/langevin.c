@@ -11,6 +11,8 @@
 #include "pymf/philox.h"
 #include "pymf/rng.h"
 
+#include "dense_vec.h"
+
 /* doubles of Langevin noise generated per call of pymf_noise_rows */
 #define PYMF_NOISE_TILE 512
 
@@ -500,19 +502,96 @@ static inline void add_outer(int K, double weight, const double *x, double *out)
     }
 }
 
-static inline void fisher_entry(int K, double beta, const double *w, const double *h, double *fw,
-                         double *fh)
+/* Tweedie's Fisher information of mu at phi = 1, 1 / Var(v) = mu^(beta - 2), at mu =
+ * floor(dot), dot = <w_i, h_j>: the weight a_ij of entry (i, j)'s curvature */
+KERNEL_INLINE double fisher_weight(double dot, double beta)
 {
-    /* Tweedie's Fisher information of mu at phi = 1: 1 / Var(v) = mu^(beta - 2) */
-    const double mu = pymf_tweedie_floor_mu(pymf_dot(w, h, K), beta);
+    const double mu = pymf_tweedie_floor_mu(dot, beta);
     /* the common betas without pow(): a division is correctly rounded and far cheaper */
-    const double weight = beta == 2.0 ? 1.0
-                          : beta == 1.0 ? 1.0 / mu
-                          : beta == 0.0 ? 1.0 / (mu * mu) : pow(mu, beta - 2.0);
+    return beta == 2.0 ? 1.0
+           : beta == 1.0 ? 1.0 / mu
+           : beta == 0.0 ? 1.0 / (mu * mu) : pow(mu, beta - 2.0);
+}
+
+/* one entry's terms, added in place (the sparse path's order, and the dense one's when
+ * its panel scratch cannot be had) */
+static inline void fisher_entry(int K, double beta, const double *w, const double *h, double *fw,
+                                double *fh)
+{
+    const double weight = fisher_weight(pymf_dot(w, h, K), beta);
     if (fw != NULL)
         add_outer(K, weight, h, fw);
     if (fh != NULL)
         add_outer(K, weight, w, fh);
+}
+
+/* fisher_weight in place over the m x n entries of a panel (rows GRAD_PANEL apart), called
+ * with a literal beta for the common likelihoods, so that the branches on beta fold away
+ * and the divisions vectorise (each still correctly rounded: the same bits) */
+KERNEL_INLINE void fisher_weights_of(double *a, int m, int n, double beta)
+{
+    for (int r = 0; r < m; ++r) {
+        double *restrict row = a + r * GRAD_PANEL;
+        for (int c = 0; c < n; ++c)
+            row[c] = fisher_weight(row[c], beta);
+    }
+}
+
+KERNEL_INLINE void fisher_weights(double *a, int m, int n, double beta)
+{
+    if (beta == 1.0)
+        fisher_weights_of(a, m, n, 1.0);
+    else if (beta == 2.0)
+        fisher_weights_of(a, m, n, 2.0);
+    else if (beta == 0.0)
+        fisher_weights_of(a, m, n, 0.0);
+    else
+        fisher_weights_of(a, m, n, beta);
+}
+
+/* coefs[s K + k] = a_s x_s[k] for s < n (a_s = a[s * a_step], x_s = x + s K): the
+ * coefficients a_ij h_jk (a_ij w_ik) of the dense Fisher products, each the product
+ * add_outer rounds (weight * x[k]) */
+KERNEL_INLINE void fisher_coefs(int K, int n, const double *a, int a_step, const double *x,
+                                double *restrict coefs)
+{
+    for (int s = 0; s < n; ++s) {
+        /* row pointers, not s * K + k: with int indices GCC vectorised over s (scatters) */
+        const double a_s = a[s * a_step];
+        const double *restrict x_s = x + (size_t)s * (size_t)K;
+        double *restrict c_s = coefs + (size_t)s * (size_t)K;
+        for (int k = 0; k < K; ++k)
+            c_s[k] = a_s * x_s[k];
+    }
+}
+
+/* The dense path's register tiles (fisher_dense.h) at each width (dense_width.h), where
+ * GCC builds clones: 4-wide tiles lowered to SSE2 pairs (the baseline, or a build without
+ * clones) ran 2.4x slower than the per-entry loop, so only AVX2 and AVX-512 get tiles */
+#if defined(PYMF_DENSE_W8)
+#define DENSE_LANES 4
+#include "dense_width.h"
+#include "fisher_dense.h"
+
+#define DENSE_LANES 8
+#include "dense_width.h"
+#include "fisher_dense.h"
+#endif
+
+/* The widest tiles this CPU has; 0 (nothing done): the per-entry loop */
+static int dense_fisher_block(int K, double beta, const double *W, const double *Ht, int64_t r0,
+                              int64_t r1, int64_t c0, int64_t c1, double *fisher_W,
+                              double *fisher_Ht)
+{
+#if defined(PYMF_DENSE_W8)
+    if (__builtin_cpu_supports("x86-64-v4"))
+        return dense_fisher_block_w8(K, beta, W, Ht, r0, r1, c0, c1, fisher_W, fisher_Ht);
+    if (__builtin_cpu_supports("avx2"))
+        return dense_fisher_block_w4(K, beta, W, Ht, r0, r1, c0, c1, fisher_W, fisher_Ht);
+#endif
+    (void)K, (void)beta, (void)W, (void)Ht, (void)r0, (void)r1, (void)c0, (void)c1;
+    (void)fisher_W, (void)fisher_Ht;
+    return 0;
 }
 
 void pymf_langevin_fisher_mirror(int K, int64_t n, double *fisher)
@@ -525,7 +604,8 @@ void pymf_langevin_fisher_mirror(int K, int64_t n, double *fisher)
     }
 }
 
-/* cloned for AVX-512 / AVX2 / baseline: the outer products are its whole cost */
+/* cloned for AVX-512 / AVX2 / baseline: the sparse path's outer products are its whole
+ * cost (the dense path has its own tiles) */
 PYMF_VECTOR_CLONES
 pymf_status pymf_langevin_fisher_block(const pymf_langevin *s, int b, int c, double *fisher_W,
                                        double *fisher_Ht, pymf_error *err)
@@ -538,8 +618,12 @@ pymf_status pymf_langevin_fisher_block(const pymf_langevin *s, int b, int c, dou
         return pymf_fail(err, PYMF_EINVAL, "block (%d, %d) is not on the %d x %d grid", b, c, B, B);
     const int64_t r0 = g->row_start[b], c0 = g->col_start[c];
     const int64_t KK = (int64_t)K * K;
+    if (d->is_dense && dense_fisher_block(K, beta, s->W, s->Ht, r0, g->row_start[b + 1], c0,
+                                          g->col_start[c + 1], fisher_W, fisher_Ht))
+        return PYMF_OK;
     if (d->is_dense) {
-        /* the dense layout's block, row by row: the sparse layout's order */
+        /* no tiles for this CPU, or no memory for their scratch: the dense layout's block
+         * row by row, the sparse layout's order (the same bits) */
         for (int64_t i = r0; i < g->row_start[b + 1]; ++i)
             for (int64_t j = c0; j < g->col_start[c + 1]; ++j)
                 fisher_entry(K, beta, s->W + i * K, s->Ht + j * K,

@@ -34,27 +34,8 @@ pymf_status pymf_tweedie_check(const pymf_tweedie *lik, pymf_error *err)
  * the two products write different arrays, so interleaving them never mattered. Multiplies
  * and adds stay separate (no FMA: -std=c99 turns contraction off), so the AVX2 and baseline
  * clones give the same bits too, and so do the 8-wide tiles of the x86-64-v4 version (the
- * kernels are written once, in tweedie_dense.h, for any number of lanes). */
-#define GRAD_PANEL 32   /* rows and columns of a panel: its g_ij stay in a buffer in L1 */
-#define MU_TILE_ROWS 4  /* rows of a mu tile; its columns are two vectors (tweedie_dense.h) */
-
-#if defined(__GNUC__)
-#define KERNEL_INLINE static inline __attribute__((always_inline))
-#else
-#define KERNEL_INLINE static inline
-#endif
-
-/* Four or eight doubles as one value: GCC and Clang vector extensions, lowered to one
- * instruction per operation where the clone has registers that wide (two or four SSE2 ones
- * where not). Every operation is element by element, so a vector computes exactly what
- * four or eight scalar statements would. The _unaligned types read and write at any 8-byte
- * aligned address (through macros, not functions: no vector crosses a call, so there is no
- * vector calling convention to depend on). */
-typedef double vec4 __attribute__((vector_size(32)));
-typedef double vec4_unaligned __attribute__((vector_size(32), aligned(8), may_alias));
-typedef double vec8 __attribute__((vector_size(64)));
-typedef double vec8_unaligned __attribute__((vector_size(64), aligned(8), may_alias));
-typedef long long lanes8 __attribute__((vector_size(64)));  /* a shuffle's lane numbers */
+ * kernels are written once, in tweedie_dense.h and dense_tiles.h, for any number of lanes). */
+#include "dense_vec.h" /* GRAD_PANEL, MU_TILE_ROWS */
 
 /* g = coef * d/dmu log p(v | floor(mu)) in place over the m x n entries of a panel (g's
  * rows GRAD_PANEL apart, v's rows J apart). Called with a literal beta for the common
@@ -85,49 +66,14 @@ KERNEL_INLINE void grad_of_mu_any_beta(double *g, const double *v, int64_t J, in
         grad_of_mu(g, v, J, m, n, beta, coef);
 }
 
-/* out_r[k] += sum over s < n (ascending) of coef[r][s] * x_s[k], one factor column k
- * (the tails of K that no vector covers); the names as in tweedie_dense.h */
-KERNEL_INLINE void accumulate_column(int n_out, int k, int K, int n, const double *coefs,
-                                     int coef_stride, int coef_step, const double *x,
-                                     double *const out[], int fresh)
-{
-    for (int r = 0; r < n_out; ++r) {
-        double acc = fresh ? 0.0 : out[r][k];
-        for (int s = 0; s < n; ++s)
-            acc += coefs[r * coef_stride + s * coef_step] * x[(size_t)s * (size_t)K + k];
-        out[r][k] = acc;
-    }
-}
-
-/* 8-wide tiles where GCC builds clones for x86-64 (the condition of PYMF_VECTOR_CLONES) */
-#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__x86_64__) && \
-    !defined(PYMF_NO_CLONES)
-#define PYMF_DENSE_W8
-#endif
-
-/* 4-wide tiles: the AVX2 and baseline clones, 4 x 8 mu tiles (8 of AVX2's 16 registers),
- * gW / gHt two outputs at a time (8 accumulators) */
-#define DENSE_VEC vec4
-#define DENSE_VEC_UNALIGNED vec4_unaligned
+/* the tiles at each width (dense_width.h) */
 #define DENSE_LANES 4
-#define DENSE_MU_VECS 2
-#define DENSE_OUTS 2
-#define DENSE_NAME(x) x##_w4
-#define DENSE_ATTRIBUTES PYMF_AVX2_CLONES
+#include "dense_width.h"
 #include "tweedie_dense.h"
 
 #if defined(PYMF_DENSE_W8)
-/* 8-wide tiles for x86-64-v4 (AVX-512), which the 4-wide ones left half used on an Intel
- * Xeon: mu tiles of 4 x 32 entries (16 of AVX-512's 32 registers), gW / gHt chunks of 32
- * factor columns, four outputs at a time (16 accumulators); the same bits, as every width
- * gives. */
-#define DENSE_VEC vec8
-#define DENSE_VEC_UNALIGNED vec8_unaligned
 #define DENSE_LANES 8
-#define DENSE_MU_VECS 4
-#define DENSE_OUTS 4
-#define DENSE_NAME(x) x##_w8
-#define DENSE_ATTRIBUTES __attribute__((target("arch=x86-64-v4")))
+#include "dense_width.h"
 #include "tweedie_dense.h"
 #endif
 
