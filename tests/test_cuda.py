@@ -732,6 +732,18 @@ def test_gpu_posterior_mean_matches_cpu():
     assert np.all(np.abs(z) < bonferroni_z(1e-3, z.size))
 
 
+def psgld_auto_runs(sparse):
+    """run(backend, step="auto"): PSGLD on a 40 x 36 Poisson NMF (dense or sparse) with a
+    burn-in, so that the default step bounds each row after it (the per-row tests below)."""
+    data = poisson_nmf_data(40, 36, 4, sparse)
+    model = pymf.TweedieNMF(4)
+
+    def run(backend, step="auto"):
+        return pymf.sample(model, data, pymf.PSGLD(blocks=4, backend=backend, step_size=step),
+                           n_samples=20, burnin=10, thin=2, seed=2, progress=False)
+    return run
+
+
 @pytest.mark.parametrize("sparse", [False, True])
 def test_gpu_auto_step_runs_the_per_row_bound_as_the_cpu_chain(shim_as_gpu, sparse):
     """PSGLD's default "auto" on the GPU chain (the kernels on the host shim): after the
@@ -739,13 +751,7 @@ def test_gpu_auto_step_runs_the_per_row_bound_as_the_cpu_chain(shim_as_gpu, spar
     point 5), measured by the CPU core's Fisher curvature on the host: the chain, its
     factors and their record are the CPU chain's bit for bit (float64), in chunks that
     cross the burn-in's end. Power: without the factors the chains differ."""
-    data = poisson_nmf_data(40, 36, 4, sparse)
-    model = pymf.TweedieNMF(4)
-
-    def run(backend, step="auto"):
-        return pymf.sample(model, data, pymf.PSGLD(blocks=4, backend=backend, step_size=step),
-                           n_samples=20, burnin=10, thin=2, seed=2, progress=False)
-
+    run = psgld_auto_runs(sparse)
     cuda, cpu = run("cuda"), run("cpu")
     chosen = cuda.params["auto_step"]
     assert chosen["row_steps_from"] == 11 and chosen["row_steps"]["min"] < 1
@@ -765,13 +771,7 @@ def test_gpu_auto_step_per_row_bound_follows_cpu_chain(sparse):
     the GPU chain's post-burn-in state, and the bounded moves after it follow the CPU chain
     within float64 rounding (the device may contract multiply-adds, so not bit for bit).
     Power: without the factors the GPU chain moves away from the bounded one."""
-    data = poisson_nmf_data(40, 36, 4, sparse)
-    model = pymf.TweedieNMF(4)
-
-    def run(backend, step="auto"):
-        return pymf.sample(model, data, pymf.PSGLD(blocks=4, backend=backend, step_size=step),
-                           n_samples=20, burnin=10, thin=2, seed=2, progress=False)
-
+    run = psgld_auto_runs(sparse)
     cuda, cpu = run("cuda"), run("cpu")
     chosen, reference = cuda.params["auto_step"], cpu.params["auto_step"]
     assert chosen["row_steps_from"] == reference["row_steps_from"] == 11
