@@ -45,7 +45,9 @@ core_sources = sorted(glob.glob(os.path.join("core", "src", "*.c")))
 include_dirs = [os.path.join("core", "include"), numpy.get_include()] + gsl_include_dirs
 
 # -std=c99 also turns off floating-point contraction (no silent FMA), which keeps a chain
-# bit-identical between the scalar and the vector code paths of different machines.
+# bit-identical between the scalar and the vector code paths of different machines. The
+# fused multiply-adds of the Tweedie block gradient are explicit fma() calls (correctly
+# rounded in every clone: core/include/pymf/linalg.h), not contraction.
 # -fno-math-errno and -fno-trapping-math change no computed value; they let the compiler
 # vectorise sqrt and floating-point selects (the Gaussian noise loops, core/src/philox.c).
 c_flags = ["-std=c99", "-O3", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-fopenmp", "-Wall",

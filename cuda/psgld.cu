@@ -28,17 +28,29 @@
 
 #define PYMF_TILE 16
 
-/* mu = <w, h>: in double, exactly pymf_dot (the C core's four partial sums), so that a
- * double-precision GPU chain computes the sparse gradient with the CPU's very operations;
- * in float, the same pattern in float (pymf_dot_float). Both in pymf/linalg.h. */
+/* mu = <w, h>: in double, exactly pymf_dot_fused (the C core's four partial sums, each term
+ * one fused multiply-add), so that a double-precision GPU chain computes the sparse
+ * gradient with the CPU's very operations; in float, the same pattern in float
+ * (pymf_dot_float_fused). Both in pymf/linalg.h. entry_fma: the one fma of a term, in
+ * either precision. */
 __device__ __forceinline__ double entry_dot(const double *a, const double *b, int n)
 {
-    return pymf_dot(a, b, n);
+    return pymf_dot_fused(a, b, n);
 }
 
 __device__ __forceinline__ float entry_dot(const float *a, const float *b, int n)
 {
-    return pymf_dot_float(a, b, n);
+    return pymf_dot_float_fused(a, b, n);
+}
+
+__device__ __forceinline__ double entry_fma(double a, double b, double c)
+{
+    return fma(a, b, c);
+}
+
+__device__ __forceinline__ float entry_fma(float a, float b, float c)
+{
+    return fmaf(a, b, c);
 }
 
 /* ---- 1. gradient factors -------------------------------------------------------------- */
@@ -65,9 +77,9 @@ __device__ void factors_dense(const T *V, const T *W, const T *Ht, T *G, const l
     const bool col_ok = j < col_start[c + 1];
     /* the H^T rows this tile needs, loaded by the tile's threadIdx.y lanes */
     const long long j_load = col_start[c] + tile_col * PYMF_TILE + threadIdx.y;
-    /* mu in pymf_dot's order (and entry_dot's for float): four partial sums over k mod 4,
-     * the tail beyond the last whole group of four in the first; tiles are 16 wide, so a
-     * group of four never straddles two tiles */
+    /* mu in entry_dot's order: four partial sums over k mod 4, each term one fma, the tail
+     * beyond the last whole group of four in the first; tiles are 16 wide, so a group of
+     * four never straddles two tiles */
     T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     for (int k0 = 0; k0 < rank; k0 += PYMF_TILE) {
         const int k = k0 + threadIdx.x;
@@ -78,13 +90,13 @@ __device__ void factors_dense(const T *V, const T *W, const T *Ht, T *G, const l
         const T *w = w_tile[threadIdx.y], *h = h_tile[threadIdx.x];
         for (int kk = 0; kk < PYMF_TILE && k0 + kk < rank; kk += 4) {
             if (k0 + kk + 4 <= rank) {
-                s0 += w[kk] * h[kk];
-                s1 += w[kk + 1] * h[kk + 1];
-                s2 += w[kk + 2] * h[kk + 2];
-                s3 += w[kk + 3] * h[kk + 3];
+                s0 = entry_fma(w[kk], h[kk], s0);
+                s1 = entry_fma(w[kk + 1], h[kk + 1], s1);
+                s2 = entry_fma(w[kk + 2], h[kk + 2], s2);
+                s3 = entry_fma(w[kk + 3], h[kk + 3], s3);
             } else {
                 for (int q = kk; k0 + q < rank; ++q)
-                    s0 += w[q] * h[q];
+                    s0 = entry_fma(w[q], h[q], s0);
             }
         }
         __syncthreads();
@@ -153,14 +165,15 @@ __device__ __forceinline__ bool langevin_move4(const double x0[4], const double 
 }
 
 /* One term of a row's likelihood gradient, for the factors k = 4 group + lane it has:
- * grad[lane] += g * y[k], y being the partner's factor row. */
+ * grad[lane] = fma(g, y[k], grad[lane]), y being the partner's factor row (the C core's
+ * pymf_axpy2_fused: one rounding per term). */
 template <typename T>
 __device__ __forceinline__ void add_term4(double grad[4], double g, const T *y, int rank, int group)
 {
     for (int lane = 0; lane < 4; ++lane) {
         const int k = 4 * group + lane;
         if (k < rank)
-            grad[lane] += g * (double)y[k];
+            grad[lane] = fma(g, (double)y[k], grad[lane]);
     }
 }
 

@@ -4,15 +4,19 @@ The dense block gradient (core/src/tweedie.c) is register-tiled and the Langevin
 (core/src/philox.c) runs 8 or 16 Philox counters per vector; both promise the very bits of
 the per-entry definitions, which the golden chains, the MPI ring (sparse blocks against
 dense ones) and the CUDA kernels rely on. Here the gradient is checked against a NumPy
-reference that adds in exactly that order:
-  mu_ij  = (s0 + s1) + (s2 + s3), s_r the running sum of w_ik h_jk over k = r mod 4 below
-           4 floor(K/4), the tail k >= 4 floor(K/4) added to s0 (pymf_dot, pymf/linalg.h);
+reference that adds in exactly that order, each term by one fused multiply-add:
+  mu_ij  = (s0 + s1) + (s2 + s3), s_r = fma(w_ik, h_jk, s_r) over k = r mod 4 below
+           4 floor(K/4), the tail k >= 4 floor(K/4) added to s0 (pymf_dot_fused,
+           pymf/linalg.h);
   g_ij   = d/dmu log p(v_ij | mu_ij) / phi (the C formula itself, _tweedie.dlogp_dmu);
-  gW_i  += g_ij h_j over j in part order (block after block, j ascending in each), and
-  gHt_j += g_ij w_i over i likewise.
-NumPy's element-wise products and sums round once per operation (no FMA), so equal order
-means equal bits. The power check: the same reference with mu from a single running sum
-over k, or from np.dot, differs from the C gradient (so this test sees a changed order).
+  gW_i   = fma(g_ij, h_j, gW_i) over j in part order (block after block, j ascending in
+           each), and gHt_j = fma(g_ij, w_i, gHt_j) over i likewise.
+NumPy has no fma: _fma computes it exactly from error-free transformations (Dekker's
+product, Knuth's sum, one addition rounded to odd: Boldo and Melquiond's emulation), and
+NumPy's other operations round once each, so equal order means equal bits. The power
+check: the same reference with mu from a single running sum over k, from np.dot, or in
+pymf_dot's order without FMA differs from the C gradient (so this test sees a changed order
+and the fused terms).
 PSGLD's per-row Fisher curvature (core/src/fisher_dense.h) is register-tiled the same way
 on dense blocks; given every entry, sparse blocks still run its per-entry loop, whose bits
 the tiles must keep.
@@ -24,6 +28,54 @@ from pymf import _rng
 from pymf.nmf import _blocks, _tweedie
 
 
+def _split(a):
+    """Veltkamp's split: a = hi + lo exactly, each half 26 bits or fewer."""
+    t = a * 134217729.0  # 2^27 + 1
+    hi = t - (t - a)
+    return hi, a - hi
+
+
+def _two_sum(a, b):
+    """s + err = a + b exactly, s = a + b rounded (Knuth)."""
+    s = a + b
+    bv = s - a
+    return s, (a - (s - bv)) + (b - bv)
+
+
+def _fma(a, b, c):
+    """a * b + c rounded once (C99 fma), element-wise, for finite arguments whose products
+    neither overflow nor underflow (the test problems' ranges). Boldo and Melquiond's
+    emulation: the product exactly as ph + pl (Dekker), ph + c exactly as th + tl, then
+    tl + pl rounded to odd (round to nearest, then a step toward the exact sum where it was
+    inexact and its last bit even) and added to th rounded to nearest."""
+    a, b, c = np.broadcast_arrays(np.asarray(a, float), np.asarray(b, float),
+                                  np.asarray(c, float))
+    ph = a * b
+    ahi, alo = _split(a)
+    bhi, blo = _split(b)
+    pl = ((ahi * bhi - ph) + ahi * blo + alo * bhi) + alo * blo
+    th, tl = _two_sum(c, ph)
+    v, err = _two_sum(tl, pl)
+    even = (v.view(np.int64) & 1) == 0
+    v = np.where((err != 0) & even, np.nextafter(v, np.where(err > 0, np.inf, -np.inf)), v)
+    return th + v
+
+
+def test_fma_emulation_is_exact():
+    """_fma against exact rational arithmetic, rounded once: cancellations, ties and
+    products whose low half decides the rounding."""
+    from fractions import Fraction
+    rng = np.random.default_rng(1)
+    a = rng.uniform(-1, 1, 4000) * 2.0 ** rng.integers(-30, 30, 4000)
+    b = rng.uniform(-1, 1, 4000) * 2.0 ** rng.integers(-30, 30, 4000)
+    c = np.concatenate([-(a[:2000] * b[:2000]), rng.uniform(-1, 1, 2000)])  # near-cancelling
+    c[:1000] = np.nextafter(c[:1000], 0.0)
+    got = _fma(a, b, c)
+    for x, y, z, r in zip(a, b, c, got):
+        exact = Fraction(x) * Fraction(y) + Fraction(z)
+        assert r == float(exact), (x, y, z)  # float(Fraction) rounds to nearest, ties even
+
+
 def _reference_mu(W, Ht, order):
     I, K = W.shape
     J = Ht.shape[0]
@@ -32,34 +84,36 @@ def _reference_mu(W, Ht, order):
     if order == "sequential":
         total = np.zeros((I, J))
         for k in range(K):
-            total = total + np.outer(W[:, k], Ht[:, k])
+            total = _fma(W[:, k][:, None], Ht[:, k][None, :], total)
         return total
+    add = (lambda x, y, acc: acc + x * y) if order == "unfused" else _fma
     K4 = K - K % 4
     partial = [np.zeros((I, J)) for _ in range(4)]
     for k in range(K4):
-        partial[k % 4] = partial[k % 4] + np.outer(W[:, k], Ht[:, k])
+        partial[k % 4] = add(W[:, k][:, None], Ht[:, k][None, :], partial[k % 4])
     for k in range(K4, K):
-        partial[0] = partial[0] + np.outer(W[:, k], Ht[:, k])
+        partial[0] = add(W[:, k][:, None], Ht[:, k][None, :], partial[0])
     return (partial[0] + partial[1]) + (partial[2] + partial[3])
 
 
-def _reference_gradient(V, W, Ht, beta, phi, row_start, col_start, order="pymf_dot"):
+def _reference_gradient(V, W, Ht, beta, phi, row_start, col_start, order="pymf_dot_fused"):
     """pymf_tweedie_grad's sums in its order: part p = 0..B-1, the blocks (b, (b + p) mod B)."""
     B = len(row_start) - 1
     mu = _reference_mu(W, Ht, order)
     if beta < 2:
         mu = np.where(mu >= 1e-10, mu, 1e-10)
     g = _tweedie.dlogp_dmu(V, mu, beta, 1.0) * (1.0 / phi)
+    add = (lambda x, y, acc: acc + x * y) if order == "unfused" else _fma
     gW, gHt = np.zeros_like(W), np.zeros_like(Ht)
     for part in range(B):
         for b in range(B):
             c = (b + part) % B
             rows = slice(row_start[b], row_start[b + 1])
             for j in range(col_start[c], col_start[c + 1]):
-                gW[rows] = gW[rows] + g[rows, j][:, None] * Ht[j][None, :]
+                gW[rows] = add(g[rows, j][:, None], Ht[j][None, :], gW[rows])
             for i in range(row_start[b], row_start[b + 1]):
                 cols = slice(col_start[c], col_start[c + 1])
-                gHt[cols] = gHt[cols] + g[i, cols][:, None] * W[i][None, :]
+                gHt[cols] = add(g[i, cols][:, None], W[i][None, :], gHt[cols])
     return gW, gHt
 
 
@@ -76,7 +130,7 @@ def _problem(I, J, K, seed):
 @pytest.mark.parametrize("I, J, K, B", [(37, 45, 1, 2), (70, 53, 5, 3), (64, 64, 32, 2),
                                         (101, 67, 33, 3), (40, 75, 13, 1), (9, 70, 40, 9)])
 @pytest.mark.parametrize("beta", [0.0, 1.0, 2.0])
-def test_dense_gradient_is_pymf_dot_order_bit_for_bit(I, J, K, B, beta):
+def test_dense_gradient_is_pymf_dot_fused_order_bit_for_bit(I, J, K, B, beta):
     V, W, Ht = _problem(I, J, K, seed=I * 1000 + K)
     data = _blocks.BlockedData.from_dense(V, B)
     gW, gHt = _tweedie.gradient(data, W, Ht, beta, 1.3, n_threads=1)
@@ -86,7 +140,7 @@ def test_dense_gradient_is_pymf_dot_order_bit_for_bit(I, J, K, B, beta):
     assert np.array_equal(gW2, gW) and np.array_equal(gHt2, gHt)
 
 
-@pytest.mark.parametrize("order", ["sequential", "blas"])
+@pytest.mark.parametrize("order", ["sequential", "blas", "unfused"])
 def test_power_a_different_summation_order_is_seen(order):
     V, W, Ht = _problem(70, 53, 32, seed=5)
     data = _blocks.BlockedData.from_dense(V, 3)

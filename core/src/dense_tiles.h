@@ -7,17 +7,33 @@
  * DENSE_NAME); defines K_CHUNK, VEC_AT and TILE_COLS, which the including header
  * undefines with its parameters. The lanes of a vector are different entries (mu) or
  * different output columns, never terms of one sum: every output element gets its terms,
- * each product computed alone and then added, in the documented order whatever the width
- * and the tile shape, so every width gives the same bits. */
+ * each added by one fused multiply-add (C99 fma(), lane by lane: the product and the sum
+ * rounded once, as pymf_dot_fused and pymf_axpy2_fused do), in the documented order
+ * whatever the width and the tile shape, so every width gives the same bits. */
 
 #define K_CHUNK (4 * DENSE_LANES) /* columns of a full tile: 4 vectors */
+
+/* acc[l] = fma(a, b[l], acc[l]) in every lane l (a macro, like VEC_AT: no vector crosses a
+ * call): one vector FMA instruction where the instance has one (its intrinsic; GCC did not
+ * turn a lane loop of fma() calls into one), else fma() lane by lane. Either rounds each
+ * lane's a * b + c once: the same bits. */
+#if defined(DENSE_FMA_INTRINSIC)
+#define VEC_FMA(acc, a, b)                                                                  \
+    ((acc) = (DENSE_VEC)DENSE_FMA_INTRINSIC(DENSE_SET1_INTRINSIC(a), (b), (acc)))
+#else
+#define VEC_FMA(acc, a, b)                                \
+    do {                                                  \
+        for (int l_ = 0; l_ < DENSE_LANES; ++l_)          \
+            (acc)[l_] = fma((a), (b)[l_], (acc)[l_]);     \
+    } while (0)
+#endif
 #define VEC_AT(p) (*(DENSE_VEC_UNALIGNED *)(p))
 #define TILE_COLS (DENSE_MU_VECS * DENSE_LANES) /* columns of a mu tile (GRAD_PANEL's divisor) */
 
 /* mu of one tile (MU_TILE_ROWS x TILE_COLS entries) into mu_out (row stride GRAD_PANEL);
  * ht holds the panel's columns of H transposed (ht[k * GRAD_PANEL + c], already offset to
  * the tile's first column). */
-KERNEL_INLINE void DENSE_NAME(mu_tile)(const double *const w[MU_TILE_ROWS], const double *ht,
+DENSE_INLINE void DENSE_NAME(mu_tile)(const double *const w[MU_TILE_ROWS], const double *ht,
                                        int K, double *mu_out)
 {
     const int K4 = K - K % 4;
@@ -35,7 +51,7 @@ KERNEL_INLINE void DENSE_NAME(mu_tile)(const double *const w[MU_TILE_ROWS], cons
             h[q] = VEC_AT(ht + (k) * GRAD_PANEL + DENSE_LANES * q);                \
         for (int a = 0; a < MU_TILE_ROWS; ++a)                                     \
             for (int q = 0; q < DENSE_MU_VECS; ++q)                                \
-                acc[a][q] += w[a][k] * h[q];                                       \
+                VEC_FMA(acc[a][q], w[a][k], h[q]);                                 \
     } while (0)
         for (int k = r; k < K4; k += 4)
             MU_TERM(k);
@@ -55,7 +71,7 @@ KERNEL_INLINE void DENSE_NAME(mu_tile)(const double *const w[MU_TILE_ROWS], cons
 
 /* H's panel (columns [j0, j0 + n) of H, rows of Ht) transposed into ht[k * GRAD_PANEL + c],
  * zero beyond its n columns (those mu are computed, never used) */
-KERNEL_INLINE void DENSE_NAME(transpose_panel)(const double *Ht, int64_t j0, int n, int K,
+DENSE_INLINE void DENSE_NAME(transpose_panel)(const double *Ht, int64_t j0, int n, int K,
                                                double *ht)
 {
     int k_done = 0;
@@ -100,7 +116,7 @@ KERNEL_INLINE void DENSE_NAME(transpose_panel)(const double *Ht, int64_t j0, int
 
 /* mu of the panel of rows [i0, i0 + m) x columns [j0, j0 + n) (m, n <= GRAD_PANEL) into
  * mu (row stride GRAD_PANEL, GRAD_PANEL rows), ht: H's panel (transpose_panel) */
-KERNEL_INLINE void DENSE_NAME(mu_panel)(const double *W, int64_t i0, int m, int n, int K,
+DENSE_INLINE void DENSE_NAME(mu_panel)(const double *W, int64_t i0, int m, int n, int K,
                                         const double *ht, double *mu)
 {
     const int n_tiles = (n + TILE_COLS - 1) / TILE_COLS;
@@ -120,7 +136,7 @@ KERNEL_INLINE void DENSE_NAME(mu_panel)(const double *W, int64_t i0, int m, int 
  * x_s[k0 ..), for n_out outputs r at once (coef[r][s] = coefs[r * coef_stride + s *
  * coef_step]); x_s is x + s * K. The gW product (outputs = rows, s = columns) and the gHt
  * product (outputs = columns, s = rows) are both this. */
-KERNEL_INLINE void DENSE_NAME(accumulate_tile)(int n_out, int n_vec, int k0, int K, int n,
+DENSE_INLINE void DENSE_NAME(accumulate_tile)(int n_out, int n_vec, int k0, int K, int n,
                                                const double *coefs, int coef_stride,
                                                int coef_step, const double *x,
                                                double *const out[], int fresh)
@@ -140,7 +156,7 @@ KERNEL_INLINE void DENSE_NAME(accumulate_tile)(int n_out, int n_vec, int k0, int
         for (int r = 0; r < n_out; ++r) {
             const double coef = coefs[r * coef_stride + s * coef_step];
             for (int q = 0; q < n_vec; ++q)
-                acc[r][q] += coef * xv[q];
+                VEC_FMA(acc[r][q], coef, xv[q]);
         }
     }
     for (int r = 0; r < n_out; ++r)
@@ -153,7 +169,7 @@ KERNEL_INLINE void DENSE_NAME(accumulate_tile)(int n_out, int n_vec, int k0, int
  * them), then (8 lanes) a chunk of 4, then columns one by one; fresh: the outputs start
  * from 0.0 instead of their stored values (the first panel of a block whose gradient is
  * written, not added: 0.0 + x, exactly what zeroed memory gives) */
-KERNEL_INLINE void DENSE_NAME(accumulate_outputs)(int n_out, int k_from, int K, int n,
+DENSE_INLINE void DENSE_NAME(accumulate_outputs)(int n_out, int k_from, int K, int n,
                                                   const double *coefs, int coef_stride,
                                                   int coef_step, const double *x,
                                                   double *const out[], int fresh)
@@ -175,7 +191,7 @@ KERNEL_INLINE void DENSE_NAME(accumulate_outputs)(int n_out, int k_from, int K, 
     default: break;
     }
 #undef WHOLE_VECTORS
-#if DENSE_LANES > 4
+#if DENSE_LANES > 4 /* the AVX2 + FMA instance's tile, inlined */
     for (; k0 + 4 <= K; k0 += 4)
         accumulate_tile_w4(n_out, 1, k0, K, n, coefs, coef_stride, coef_step, x, out, fresh);
 #endif

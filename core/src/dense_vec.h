@@ -4,6 +4,7 @@
 #ifndef PYMF_DENSE_VEC_H
 #define PYMF_DENSE_VEC_H
 
+#include <math.h>
 #include <stddef.h>
 
 #define GRAD_PANEL 32   /* rows and columns of a panel: its g_ij (a_ij) stay in a buffer in L1 */
@@ -27,14 +28,16 @@ typedef double vec8 __attribute__((vector_size(64)));
 typedef double vec8_unaligned __attribute__((vector_size(64), aligned(8), may_alias));
 typedef long long lanes8 __attribute__((vector_size(64)));  /* a shuffle's lane numbers */
 
-/* 8-wide tiles where GCC builds clones for x86-64 (the condition of PYMF_VECTOR_CLONES) */
+/* 8-wide (AVX-512) and 4-wide AVX2 + FMA tiles where GCC builds clones for x86-64 (the
+ * condition of PYMF_VECTOR_CLONES); the portable 4-wide tiles always */
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__x86_64__) && \
     !defined(PYMF_NO_CLONES)
 #define PYMF_DENSE_W8
+#include <immintrin.h> /* the tiles' FMA intrinsics (dense_width.h) */
 #endif
 
-/* out_r[k] += sum over s < n (ascending) of coef[r][s] * x_s[k], one factor column k
- * (the tails of K that no vector covers); the names as in dense_tiles.h */
+/* out_r[k] += sum over s < n (ascending) of coef[r][s] * x_s[k], each term one fma, one
+ * factor column k (the tails of K that no vector covers); the names as in dense_tiles.h */
 KERNEL_INLINE void accumulate_column(int n_out, int k, int K, int n, const double *coefs,
                                      int coef_stride, int coef_step, const double *x,
                                      double *const out[], int fresh)
@@ -42,7 +45,7 @@ KERNEL_INLINE void accumulate_column(int n_out, int k, int K, int n, const doubl
     for (int r = 0; r < n_out; ++r) {
         double acc = fresh ? 0.0 : out[r][k];
         for (int s = 0; s < n; ++s)
-            acc += coefs[r * coef_stride + s * coef_step] * x[(size_t)s * (size_t)K + k];
+            acc = fma(coefs[r * coef_stride + s * coef_step], x[(size_t)s * (size_t)K + k], acc);
         out[r][k] = acc;
     }
 }

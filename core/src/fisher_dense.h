@@ -12,11 +12,12 @@
  * and F_H[j][k][l] += (a_ij w_ik) w_il, entries in row-major order). That loop is load/store
  * bound: each entry reads and writes two whole K x K matrices. Here each matrix is built
  * as a product instead, a tile of it held in registers while all its terms are added (and
- * mu comes from the block gradient's mu tiles, pymf_dot's order with lanes over entries):
+ * mu comes from the block gradient's mu tiles, pymf_dot_fused's order with lanes over
+ * entries):
  *   F_W[i] += sum_j (a_ij h_j) h_j^T   with j ascending (panels of columns in order),
  *   F_H[j] += sum_i (a_ij w_i) w_i^T   with i ascending (panels of rows in order),
- * each coefficient a_ij h_jk (a_ij w_ik) rounded once as before, multiplied and added
- * separately (no FMA: -std=c99 turns contraction off). The lanes of a vector are columns l
+ * each coefficient a_ij h_jk (a_ij w_ik) rounded once as before, then added by one fma
+ * (the tiles' explicit fma(), as add_outer adds it). The lanes of a vector are columns l
  * of an output, never terms of one sum, so every element gets the same terms in the same
  * order as in the per-entry loop, at every width and in every clone. F_W and F_H are
  * different arrays, so computing one after the other never mattered. */
@@ -29,7 +30,7 @@
  * diagonal are skipped, the few lower elements left are computed and never read
  * (pymf_langevin_fisher_mirror overwrites the lower triangle), the upper triangle's bits are
  * those of the whole square. */
-KERNEL_INLINE void DENSE_NAME(fisher_upper)(int K, int n, const double *coefs, const double *x,
+DENSE_INLINE void DENSE_NAME(fisher_upper)(int K, int n, const double *coefs, const double *x,
                                             double *F)
 {
     double *out[DENSE_OUTS];

@@ -491,19 +491,22 @@ pymf_status pymf_langevin_set_row_steps(pymf_langevin *s, const double *step_W,
 /* weight * x x^T added to the K x K block out. Only the upper triangle is kept (the lower
  * one is overwritten once at the end by pymf_langevin_fisher_mirror), but the whole square
  * is computed: rows of equal length K vectorise, the triangle's shrinking rows do not, and
- * the upper triangle's values (and bits) are the same either way. */
+ * the upper triangle's values (and bits) are the same either way. Each term (weight x_k)
+ * x_l is added by one fma, as the dense tiles add it (dense_tiles.h, which this shares
+ * with the block gradient). */
 static inline void add_outer(int K, double weight, const double *x, double *out)
 {
     for (int k = 0; k < K; ++k) {
         const double wx = weight * x[k];
         double *row = out + (int64_t)k * K;
         for (int l = 0; l < K; ++l)
-            row[l] += wx * x[l];
+            row[l] = fma(wx, x[l], row[l]);
     }
 }
 
 /* Tweedie's Fisher information of mu at phi = 1, 1 / Var(v) = mu^(beta - 2), at mu =
- * floor(dot), dot = <w_i, h_j>: the weight a_ij of entry (i, j)'s curvature */
+ * floor(dot), dot = <w_i, h_j> (pymf_dot_fused, the block gradient's mu): the weight a_ij
+ * of entry (i, j)'s curvature */
 KERNEL_INLINE double fisher_weight(double dot, double beta)
 {
     const double mu = pymf_tweedie_floor_mu(dot, beta);
@@ -518,7 +521,7 @@ KERNEL_INLINE double fisher_weight(double dot, double beta)
 static inline void fisher_entry(int K, double beta, const double *w, const double *h, double *fw,
                                 double *fh)
 {
-    const double weight = fisher_weight(pymf_dot(w, h, K), beta);
+    const double weight = fisher_weight(pymf_dot_fused(w, h, K), beta);
     if (fw != NULL)
         add_outer(K, weight, h, fw);
     if (fh != NULL)
@@ -567,7 +570,8 @@ KERNEL_INLINE void fisher_coefs(int K, int n, const double *a, int a_step, const
 
 /* The dense path's register tiles (fisher_dense.h) at each width (dense_width.h), where
  * GCC builds clones: 4-wide tiles lowered to SSE2 pairs (the baseline, or a build without
- * clones) ran 2.4x slower than the per-entry loop, so only AVX2 and AVX-512 get tiles */
+ * clones) ran 2.4x slower than the per-entry loop, so only AVX2 with FMA and AVX-512 get
+ * tiles */
 #if defined(PYMF_DENSE_W8)
 #define DENSE_LANES 4
 #include "dense_width.h"
@@ -586,7 +590,7 @@ static int dense_fisher_block(int K, double beta, const double *W, const double 
 #if defined(PYMF_DENSE_W8)
     if (__builtin_cpu_supports("x86-64-v4"))
         return dense_fisher_block_w8(K, beta, W, Ht, r0, r1, c0, c1, fisher_W, fisher_Ht);
-    if (__builtin_cpu_supports("avx2"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         return dense_fisher_block_w4(K, beta, W, Ht, r0, r1, c0, c1, fisher_W, fisher_Ht);
 #endif
     (void)K, (void)beta, (void)W, (void)Ht, (void)r0, (void)r1, (void)c0, (void)c1;

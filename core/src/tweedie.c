@@ -20,21 +20,25 @@ pymf_status pymf_tweedie_check(const pymf_tweedie *lik, pymf_error *err)
 
 /* ---- The dense block gradient, register-tiled ----
  *
- * Bit for bit the per-entry loop of the sparse path (mu_ij = pymf_dot(w_i, h_j), g_ij, then
- * gw_i += g_ij h_j and gh_j += g_ij w_i, entries in row-major order), which the golden chains
- * and the CUDA kernels pin, computed as three small matrix products over panels of
- * GRAD_PANEL x GRAD_PANEL entries:
+ * Bit for bit the per-entry loop of the sparse path (mu_ij = pymf_dot_fused(w_i, h_j), g_ij,
+ * then gw_i = fma(g_ij, h_j, gw_i) and gh_j = fma(g_ij, w_i, gh_j), pymf_axpy2_fused, entries
+ * in row-major order), which the golden chains and the CUDA kernels pin, computed as three
+ * small matrix products over panels of GRAD_PANEL x GRAD_PANEL entries:
  *   mu    tiles of MU_TILE_ROWS rows x two vectors of columns, each entry's K-sum kept in
- *         pymf_dot's order (four partial sums over k mod 4, the k >= 4 floor(K/4) tail in the
- *         first, added as (s0 + s1) + (s2 + s3)): the vector lanes run over entries, never
- *         over k, so no sum is reassociated;
+ *         pymf_dot_fused's order (four partial sums over k mod 4, the k >= 4 floor(K/4) tail
+ *         in the first, added as (s0 + s1) + (s2 + s3)): the vector lanes run over entries,
+ *         never over k, so no sum is reassociated;
  *   gW    gw_i += sum_j g_ij h_j with j ascending (panels of columns in order);
  *   gHt   gh_j += sum_i g_ij w_i with i ascending (panels of rows in order).
- * Each output value sees the same additions in the same order as in the per-entry loop;
- * the two products write different arrays, so interleaving them never mattered. Multiplies
- * and adds stay separate (no FMA: -std=c99 turns contraction off), so the AVX2 and baseline
- * clones give the same bits too, and so do the 8-wide tiles of the x86-64-v4 version (the
- * kernels are written once, in tweedie_dense.h and dense_tiles.h, for any number of lanes). */
+ * Each output value sees the same terms in the same order as in the per-entry loop, each
+ * added by one fused multiply-add; the two products write different arrays, so
+ * interleaving them never mattered. The FMAs are explicit C99 fma() calls (contraction
+ * stays off: -std=c99), correctly rounded wherever they run: one instruction in the
+ * x86-64-v3 clone and in the x86-64-v4 version with 8-wide tiles, glibc's fma in the
+ * baseline clone, so every build gives the same bits (the kernels are written once, in
+ * tweedie_dense.h and dense_tiles.h, for any number of lanes). Why fused: an FMA does a
+ * multiply-add in one instruction where separate ones take two, which the gradient's
+ * products are bound by (README.md, "FMA"). */
 #include "dense_vec.h" /* GRAD_PANEL, MU_TILE_ROWS */
 
 /* g = coef * d/dmu log p(v | floor(mu)) in place over the m x n entries of a panel (g's
@@ -66,18 +70,24 @@ KERNEL_INLINE void grad_of_mu_any_beta(double *g, const double *v, int64_t J, in
         grad_of_mu(g, v, J, m, n, beta, coef);
 }
 
-/* the tiles at each width (dense_width.h) */
+/* the tiles of each instance (dense_width.h) */
 #define DENSE_LANES 4
+#define DENSE_PORTABLE
 #include "dense_width.h"
 #include "tweedie_dense.h"
 
 #if defined(PYMF_DENSE_W8)
+#define DENSE_LANES 4
+#include "dense_width.h"
+#include "tweedie_dense.h"
+
 #define DENSE_LANES 8
 #include "dense_width.h"
 #include "tweedie_dense.h"
 #endif
 
-/* The widest tiles this CPU has */
+/* The widest tiles this CPU has: AVX-512, AVX2 with FMA, else the portable ones (each of
+ * their FMAs a call to glibc's fma: slow, the same bits) */
 static int dense_block_grad(const pymf_tweedie *lik, const double *V, int64_t J, int64_t r0,
                             int64_t r1, int64_t c0, int64_t c1, double coef, const double *W,
                             const double *Ht, double *gW, double *gHt, int overwrite)
@@ -85,8 +95,10 @@ static int dense_block_grad(const pymf_tweedie *lik, const double *V, int64_t J,
 #if defined(PYMF_DENSE_W8)
     if (__builtin_cpu_supports("x86-64-v4"))
         return dense_block_grad_w8(lik, V, J, r0, r1, c0, c1, coef, W, Ht, gW, gHt, overwrite);
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return dense_block_grad_w4(lik, V, J, r0, r1, c0, c1, coef, W, Ht, gW, gHt, overwrite);
 #endif
-    return dense_block_grad_w4(lik, V, J, r0, r1, c0, c1, coef, W, Ht, gW, gHt, overwrite);
+    return dense_block_grad_w4p(lik, V, J, r0, r1, c0, c1, coef, W, Ht, gW, gHt, overwrite);
 }
 
 /* pymf_tweedie_block_grad (overwrite = 0) and pymf_tweedie_block_grad_set (overwrite = 1) */
@@ -116,10 +128,10 @@ static void block_grad(const pymf_tweedie *lik, const pymf_blocked_data *data, i
             const double *v_row = data->V + i * J;
             for (int64_t j = c0; j < c1; ++j) {
                 const double *h = Ht + j * K;
-                const double mu = pymf_tweedie_floor_mu(pymf_dot(w, h, K), beta);
+                const double mu = pymf_tweedie_floor_mu(pymf_dot_fused(w, h, K), beta);
                 const double g = coef * pymf_tweedie_dlogp_dmu_floored(v_row[j], mu, beta, 1.0);
                 double *gh = gHt + j * K;
-                pymf_axpy2(K, g, h, gw, w, gh);
+                pymf_axpy2_fused(K, g, h, gw, w, gh);
             }
         }
         return;
@@ -128,11 +140,11 @@ static void block_grad(const pymf_tweedie *lik, const pymf_blocked_data *data, i
     for (int64_t e = data->block_ptr[blk]; e < data->block_ptr[blk + 1]; ++e) {
         const double *w = W + (int64_t)data->rows[e] * K;
         const double *h = Ht + (int64_t)data->cols[e] * K;
-        const double mu = pymf_tweedie_floor_mu(pymf_dot(w, h, K), beta);
+        const double mu = pymf_tweedie_floor_mu(pymf_dot_fused(w, h, K), beta);
         const double g = coef * pymf_tweedie_dlogp_dmu_floored(data->vals[e], mu, beta, 1.0);
         double *gw = gW + (int64_t)data->rows[e] * K;
         double *gh = gHt + (int64_t)data->cols[e] * K;
-        pymf_axpy2(K, g, h, gw, w, gh);
+        pymf_axpy2_fused(K, g, h, gw, w, gh);
     }
 }
 

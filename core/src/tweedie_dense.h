@@ -18,7 +18,7 @@
 
 /* The gradient of the panel of rows [i0, i0 + m) x columns [j0, j0 + n) (m, n <=
  * GRAD_PANEL); ht and g are GRAD_PANEL-wide scratch (K and GRAD_PANEL rows). */
-KERNEL_INLINE void DENSE_NAME(dense_panel_grad)(const pymf_tweedie *lik, const double *V,
+DENSE_INLINE void DENSE_NAME(dense_panel_grad)(const pymf_tweedie *lik, const double *V,
                                                 int64_t J, int64_t i0, int m, int64_t j0, int n,
                                                 double coef, const double *W, const double *Ht,
                                                 double *gW, double *gHt, double *ht, double *g,

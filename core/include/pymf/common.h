@@ -17,19 +17,18 @@
 #define PYMF_HD static inline
 #endif
 
-/* Hot loops are compiled three times, for AVX-512 (x86-64-v4), AVX2 and the x86-64
- * baseline, and the loader picks one at run time (GCC function multi-versioning): speed
- * without -march=native. All clones compute the same bits, because nothing is reassociated
- * or contracted into FMA (-std=c99 turns contraction off). PYMF_AVX2_CLONES: AVX2 and
- * baseline only, for a loop that has its own x86-64-v4 version (the dense gradient's
- * 4-wide tiles, tweedie.c, beside its 8-wide ones). */
+/* Hot loops are compiled three times, for AVX-512 (x86-64-v4), AVX2 with FMA (x86-64-v3)
+ * and the x86-64 baseline, and the loader picks one at run time (GCC function
+ * multi-versioning): speed without -march=native. All clones compute the same bits, because
+ * nothing is reassociated and the compiler contracts nothing into FMA (-std=c99 turns
+ * contraction off); the fused multiply-adds that the Tweedie gradient uses are explicit
+ * fma() calls, correctly rounded in every clone (an instruction in x86-64-v3 and v4, glibc's
+ * fma in the baseline one). */
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__x86_64__) && \
     !defined(PYMF_NO_CLONES)
-#define PYMF_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
-#define PYMF_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
+#define PYMF_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define PYMF_VECTOR_CLONES
-#define PYMF_AVX2_CLONES
 #endif
 
 typedef enum {

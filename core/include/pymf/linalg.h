@@ -4,16 +4,22 @@
  * parameter vector). All PYMF_HD: static inline in C, and the CUDA kernels compile them too.
  *
  * The summation order of a dot product is part of every chain's bits (floating-point
- * addition is not associative, and tests/test_golden.py pins the chains), so there are two,
- * each kept where it has always been used:
+ * addition is not associative, and tests/test_golden.py pins the chains), so there are three:
  *   pymf_dot             four partial sums over k mod 4, added as (s0 + s1) + (s2 + s3):
- *                        mu = <w, h> of the Tweedie NMF samplers, on the CPU and on the GPU
- *                        (cuda/psgld.cu computes mu in this order in every kernel).
+ *                        mu = <w, h> of the Tweedie log-likelihood and predictions, SGLD's
+ *                        and SGD's per-entry moves, the alpha-stable model.
+ *   pymf_dot_fused       pymf_dot's order with every term a fused multiply-add (C99 fma:
+ *                        one rounding per term): the Tweedie block gradient (PSGLD, LD,
+ *                        HAMCMC-MF), its dense tiles, the Fisher curvature that shares
+ *                        them, and the CUDA kernels.
  *   pymf_dot_sequential  one running sum, k ascending: BPMF (predictions, residuals, the
  *                        DSGLD minibatch gradient), the linear-Gaussian model, L-BFGS.
- * Moving a caller from one to the other changes its chains. The axpy forms only add
- * element by element, so they have no order to keep; -std=c99 keeps a * x + y from being
- * contracted into an FMA.
+ * Moving a caller from one to another changes its chains. The axpy forms only add element
+ * by element, so they have no order to keep; -std=c99 keeps a * x + y from being contracted
+ * into an FMA, so pymf_axpy2 rounds twice per element and pymf_axpy2_fused (explicit fma())
+ * once. An explicit fma() is correctly rounded on every machine (an FMA instruction where
+ * the clone has one, glibc's exact software fma where not, CUDA's fma on a GPU), so the
+ * fused forms give the same bits in every build, as the unfused ones do.
  */
 #ifndef PYMF_LINALG_H
 #define PYMF_LINALG_H
@@ -41,19 +47,35 @@ PYMF_HD double pymf_dot(const double *a, const double *b, int n)
     return (s0 + s1) + (s2 + s3);
 }
 
-/* pymf_dot's order in single precision (the float32 GPU chains). */
-PYMF_HD float pymf_dot_float(const float *a, const float *b, int n)
+/* pymf_dot's order, each term added by one fma (a product and a sum, rounded once). */
+PYMF_HD double pymf_dot_fused(const double *a, const double *b, int n)
+{
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    int k = 0;
+    for (; k + 4 <= n; k += 4) {
+        s0 = fma(a[k], b[k], s0);
+        s1 = fma(a[k + 1], b[k + 1], s1);
+        s2 = fma(a[k + 2], b[k + 2], s2);
+        s3 = fma(a[k + 3], b[k + 3], s3);
+    }
+    for (; k < n; ++k)
+        s0 = fma(a[k], b[k], s0);
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* pymf_dot_fused in single precision (the float32 GPU chains). */
+PYMF_HD float pymf_dot_float_fused(const float *a, const float *b, int n)
 {
     float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
     int k = 0;
     for (; k + 4 <= n; k += 4) {
-        s0 += a[k] * b[k];
-        s1 += a[k + 1] * b[k + 1];
-        s2 += a[k + 2] * b[k + 2];
-        s3 += a[k + 3] * b[k + 3];
+        s0 = fmaf(a[k], b[k], s0);
+        s1 = fmaf(a[k + 1], b[k + 1], s1);
+        s2 = fmaf(a[k + 2], b[k + 2], s2);
+        s3 = fmaf(a[k + 3], b[k + 3], s3);
     }
     for (; k < n; ++k)
-        s0 += a[k] * b[k];
+        s0 = fmaf(a[k], b[k], s0);
     return (s0 + s1) + (s2 + s3);
 }
 
@@ -81,6 +103,17 @@ PYMF_HD void pymf_axpy2(int n, double alpha, const double *x1, double *y1, const
     for (int k = 0; k < n; ++k) {
         y1[k] += alpha * x1[k];
         y2[k] += alpha * x2[k];
+    }
+}
+
+/* pymf_axpy2 with each element's update one fma (alpha x + y rounded once): the Tweedie
+ * block gradient's per-entry terms, g_w = fma(g, h, g_w) and g_h = fma(g, w, g_h). */
+PYMF_HD void pymf_axpy2_fused(int n, double alpha, const double *x1, double *y1,
+                              const double *x2, double *y2)
+{
+    for (int k = 0; k < n; ++k) {
+        y1[k] = fma(alpha, x1[k], y1[k]);
+        y2[k] = fma(alpha, x2[k], y2[k]);
     }
 }
 

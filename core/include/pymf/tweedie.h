@@ -7,7 +7,10 @@
  *   d/dmu log p = mu^(beta-2) (v - mu) / phi.
  *
  * The per-entry functions are PYMF_HD so the CUDA kernels compile the very same formulas;
- * mu_ij = <w_i, h_j> is pymf_dot (pymf/linalg.h) everywhere.
+ * mu_ij = <w_i, h_j> is pymf_dot_fused (pymf/linalg.h) in the block gradient (PSGLD, LD,
+ * HAMCMC-MF, the CUDA kernels) and the Fisher curvature, pymf_dot in the log-likelihood,
+ * the predictions and the per-entry moves of SGLD and SGD (the same order, each term rounded
+ * twice instead of once: they differ in the last bits, which nothing compares).
  *
  * The mu floor: for beta < 2 both mu^(beta-2) and log(mu) blow up as mu -> 0, and a
  * non-negative factorisation can put mu exactly at 0 (a mirrored factor at zero). Every
