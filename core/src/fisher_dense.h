@@ -5,7 +5,8 @@
  *   DENSE_VEC, DENSE_VEC_UNALIGNED, DENSE_LANES, DENSE_MU_VECS, DENSE_NAME
  *                     as in tweedie_dense.h,
  *   DENSE_OUTS        rows k of a K x K matrix accumulated at once (<= 4),
- *   DENSE_ATTRIBUTES  the attributes of DENSE_NAME(dense_fisher_block) (clones, target),
+ *   DENSE_ATTRIBUTES  the attributes of DENSE_NAME(dense_fisher_block) (its target),
+ *   DENSE_INLINE      the helpers' (always inlined, the same target),
  * and gets DENSE_NAME(dense_fisher_block); the parameters are undefined at the end.
  *
  * Bit for bit the per-entry loop (fisher_entry: a_ij, then F_W[i][k][l] += (a_ij h_jk) h_jl

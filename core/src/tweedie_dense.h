@@ -1,18 +1,19 @@
 /* The dense block gradient's register tiles, written once for any vector width: tweedie.c
- * includes this file once per width (no include guard, on purpose), after dense_width.h,
- * which defines
+ * includes this file once per instance (no include guard, on purpose), after
+ * dense_width.h, which defines
  *   DENSE_VEC            a vector of DENSE_LANES doubles (GCC vector extensions),
  *   DENSE_VEC_UNALIGNED  the same at any 8-byte aligned address,
  *   DENSE_LANES          4 or 8,
  *   DENSE_MU_VECS        vectors in a row of a mu tile (MU_TILE_ROWS rows),
  *   DENSE_OUTS           gW / gHt outputs (rows, columns) accumulated at once (<= 4),
  *   DENSE_NAME(x)        x with the width's suffix (mu_tile -> mu_tile_w8),
- *   DENSE_ATTRIBUTES     the attributes of DENSE_NAME(dense_block_grad) (clones, target),
+ *   DENSE_ATTRIBUTES     the attributes of DENSE_NAME(dense_block_grad) (its target),
+ *   DENSE_INLINE         the helpers' (always inlined, the same target),
  * and gets DENSE_NAME(dense_block_grad); the parameters are undefined at the end. The
  * lanes of a vector are always different entries (mu) or different factor columns k (gW,
  * gHt), never terms of one sum, so every width and tile shape adds each output's terms in
- * the order of the header comment of tweedie.c and gives the same bits. A scalar times a
- * vector is GCC's exact broadcast of the scalar. */
+ * the order of the header comment of tweedie.c, each by one fma, and gives the same bits.
+ * A scalar times a vector is an exact broadcast of the scalar (VEC_FMA, dense_tiles.h). */
 
 #include "dense_tiles.h" /* mu_panel, accumulate_outputs (the gW and gHt products), VEC_AT */
 
