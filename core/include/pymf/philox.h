@@ -198,8 +198,16 @@ PYMF_HD void pymf_box_muller_rotate(double square_radius, uint32_t b, double *z0
     const double radius = pymf_flip_sign(sqrt(square_radius), n << 62); /* n mod 4 = 2, 3 */
     const double along_sin = radius * (s * pymf_flip_sign(t, n << 63)); /* odd n */
     const double along_cos = radius * (c * t2 + 1.0);
-    *z0 = (n & 1) ? along_sin : along_cos;
-    *z1 = (n & 1) ? along_cos : along_sin;
+    /* odd n swap the two: a bit mask rather than a select, which SSE2 (no 64-bit compare)
+     * would not vectorise */
+    const uint64_t odd = 0 - (n & 1);
+    uint64_t sin_bits, cos_bits;
+    memcpy(&sin_bits, &along_sin, sizeof sin_bits);
+    memcpy(&cos_bits, &along_cos, sizeof cos_bits);
+    const uint64_t first = (sin_bits & odd) | (cos_bits & ~odd);
+    const uint64_t second = (cos_bits & odd) | (sin_bits & ~odd);
+    memcpy(z0, &first, sizeof first);
+    memcpy(z1, &second, sizeof second);
 }
 
 PYMF_HD void pymf_box_muller(uint32_t a, uint32_t b, double *z0, double *z1)
