@@ -255,13 +255,19 @@ static void noise_rows(uint64_t seed, uint32_t stream, uint64_t t, uint32_t firs
     /* whole rows: lane l of a chunk is slots 4g .. 4g + 3 of one row, and when rank is a
      * multiple of 4 the chunk's output is one contiguous run of out */
     const int whole_groups = rank % 4 == 0;
-    /* lane l of the current chunk is group lane_group[l] of output row lane_row[l]; from one
-     * chunk to the next every lane moves on by PYMF_NOISE_LANES entries (vector loops, no
-     * per-lane division) */
+    /* lane l of the current chunk is group lane_group[l] of output row lane_row[l]: counted
+     * for the first chunk's lanes (no per-lane division: the samplers ask for a few hundred
+     * counters per call), then every lane moves on by PYMF_NOISE_LANES entries from one
+     * chunk to the next (a vector loop) */
     uint32_t lane_group[PYMF_NOISE_LANES], lane_row[PYMF_NOISE_LANES];
-    for (uint32_t l = 0; l < PYMF_NOISE_LANES; ++l) {
-        lane_group[l] = l % groups;
-        lane_row[l] = l / groups;
+    const uint32_t first_lanes = total < PYMF_NOISE_LANES ? total : PYMF_NOISE_LANES;
+    for (uint32_t l = 0, g = 0, r = 0; l < first_lanes; ++l) {
+        lane_group[l] = g;
+        lane_row[l] = r;
+        if (++g == groups) {
+            g = 0;
+            ++r;
+        }
     }
     const uint32_t step_group = PYMF_NOISE_LANES % groups, step_row = PYMF_NOISE_LANES / groups;
     uint32_t row = 0, group = 0;  /* output row and group of the chunk's first lane */
@@ -273,7 +279,7 @@ static void noise_rows(uint64_t seed, uint32_t stream, uint64_t t, uint32_t firs
         else
             for (int l = 0; l < n; ++l)
                 c1[l] = first_row + lane_row[l];
-        for (int l = 0; l < PYMF_NOISE_LANES; ++l) {
+        for (int l = 0; l < n; ++l) {
             c0[l] = lane_group[l];
             const uint32_t next = lane_group[l] + step_group;
             const uint32_t wrap = next >= groups;
