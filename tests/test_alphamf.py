@@ -476,10 +476,21 @@ def test_whole_gibbs_chain_samples_the_marginal_posterior_of_wh(kind, marginal_r
 
 @pytest.mark.parametrize("kind", sorted(WHOLE_CHAINS))
 def test_untamed_whole_chain_fails_the_same_comparison(kind, marginal_reference):
-    """Power check of the test above: the plain (untamed) steps, same seeds and settings,
-    make the excursions of v that the tamed steps remove, so the same comparison rejects
-    them: PSGLD 1.0 % of its draws with some v_ij above 50 (v up to ~70; its bulk is close,
-    worst |z| 3.0: the excursions are the defect), HAMCMC 28 % (|z| 5.8)."""
+    """Power check of the test above: the plain (untamed) steps, same settings, make the
+    excursions of v that the tamed steps remove, so the same comparison rejects them. An
+    excursion is a chance event of each chain, not of every chain: untamed HAMCMC made
+    them in 4 of the 6 chains of seeds 31-36, with the noise transform before issue 20's
+    and with the present one alike (different chains: seed 32 and 35 before, 31 and 32
+    now), so two fixed chains miss them with probability about 1/9. The chains of seeds
+    31, 32, 33, ... therefore run until their draws show excursions, at most 7 (if a chain
+    shows them with probability 2/3, none of 7 does with probability 5e-4). Seeds 31 and 32
+    were enough before: PSGLD 1.0 % of its draws with some v_ij above 50 (v up to ~70; its
+    bulk is close, worst |z| 3.0: the excursions are the defect), HAMCMC 28 % (|z| 5.8)."""
     options = dict(WHOLE_CHAINS[kind])
-    draws = _whole_chain_draws((31, 32), options.pop("eps"), tamed=False, **options)
-    assert _against_marginal(draws, marginal_reference)[1] >= 1e-3
+    eps = options.pop("eps")
+    chains = [_whole_chain_draws((31,), eps, tamed=False, **options)[0]]
+    for seed in range(32, 38):
+        chains.append(_whole_chain_draws((seed,), eps, tamed=False, **options)[0])
+        if _against_marginal(np.stack(chains), marginal_reference)[1] >= 1e-3:
+            break
+    assert _against_marginal(np.stack(chains), marginal_reference)[1] >= 1e-3

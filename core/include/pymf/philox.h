@@ -62,10 +62,49 @@ PYMF_HD double pymf_uniform_open(uint32_t x)
     return ((double)(int32_t)(x ^ 0x80000000u) + 2147483648.5) * 2.3283064365386963e-10;
 }
 
-/* log(u) for u in (0, 1], branch-free (selects only) so that loops over it vectorise, with
- * |relative error| < 1e-15: u = m 2^e with m in [sqrt(1/2), sqrt(2)), then
- * log m = 2 atanh(s), s = (m - 1)/(m + 1), |s| <= 0.1716, by its series to s^17. */
-PYMF_HD double pymf_log_unit(double u)
+/* -2 log(u) for u in (0, 1), the square of Box-Muller's radius, with |relative error|
+ * < 5e-14 (bench/box_muller_fits.py; bounded in tests/test_rng.py against a long double
+ * reference), branch-free and without division (a vector division runs on the same slow
+ * divider unit as the radius's sqrt). u = m 2^e with m in [1, 2); the top four bits of m's
+ * mantissa pick one of 16 intervals [1 + i/16, 1 + (i+1)/16) and its point c_i (1 for
+ * i = 0, 2 for i = 15, the middle otherwise), whose 1/c_i (rounded; PYMF_LOG_INVERSE_C) and
+ * -2 log(1/c_i rounded) (PYMF_LOG_MINUS_2_LOG_C) are looked up: r = m (1/c_i) - 1 has
+ * |r| <= 1/16, and
+ * -2 log u = (e (-2 log 2) + T_i) - 2 log1p(r), -2 log1p(r) = -2 r + r^2 + r^3 P(r), P the
+ * degree-5 near-minimax fit of -2 (log1p(r) - r + r^2/2) / r^3 on [-1/32, 1/16] (the factor
+ * -2 is exact in every coefficient), by Estrin's scheme (a shorter dependency chain).
+ * Near u = 1 (e = -1, i = 15) r = m / 2 - 1 is exact and e (-2 log 2) + T_15 = 0 exactly,
+ * so the result keeps its relative accuracy where log u is near 0. The CPU's lane loops
+ * look the constants up with one vector permutation each (core/src/philox.c); any lookup
+ * gives the same bits. */
+#define PYMF_LOG_INVERSE_C                                                                     \
+    {1.0, 0.9142857142857143, 0.8648648648648649, 0.8205128205128205, 0.7804878048780488,     \
+     0.7441860465116279, 0.7111111111111111, 0.6808510638297872, 0.6530612244897959,          \
+     0.6274509803921569, 0.6037735849056604, 0.5818181818181818, 0.5614035087719298,          \
+     0.5423728813559322, 0.5245901639344263, 0.5}
+#define PYMF_LOG_MINUS_2_LOG_C                                                                 \
+    {0.0, -0.17922431737937433, -0.29036401968899567, -0.39565148665983985,                   \
+     -0.4956723278091624, -0.5909284257876718, -0.6818531739411864, -0.7688233978206641,      \
+     -0.8521687906218003, -0.9321794598491985, -1.0091120215047906, -1.0831945648654888,      \
+     -1.1546307300696472, -1.2236030822119859, -1.2902759227471694, -1.3862943611198906}
+#if defined(__CUDACC__)
+/* device code reads __constant__ memory, nvcc's host pass the host copy */
+__constant__ double pymf_log_inverse_c_device[16] = PYMF_LOG_INVERSE_C;
+__constant__ double pymf_log_minus_2_log_c_device[16] = PYMF_LOG_MINUS_2_LOG_C;
+#endif
+static const double pymf_log_inverse_c[16] = PYMF_LOG_INVERSE_C;
+static const double pymf_log_minus_2_log_c[16] = PYMF_LOG_MINUS_2_LOG_C;
+
+/* which of the 16 intervals u's mantissa lies in */
+PYMF_HD unsigned pymf_log_interval(double u)
+{
+    uint64_t bits;
+    memcpy(&bits, &u, sizeof bits);
+    return (unsigned)(bits >> 48) & 15u;
+}
+
+/* -2 log u from the looked-up constants of u's interval */
+PYMF_HD double pymf_minus_2_log_reduced(double u, double inverse_c, double minus_2_log_c)
 {
     uint64_t bits;
     memcpy(&bits, &u, sizeof bits);
@@ -78,80 +117,102 @@ PYMF_HD double pymf_log_unit(double u)
     bits = (bits & 0x000FFFFFFFFFFFFFull) | 0x3FF0000000000000ull;
     double m;
     memcpy(&m, &bits, sizeof m);
-    /* arithmetic rather than branches: 0 or 1 */
-    const double halve = (double)(m > 1.4142135623730951);
-    m *= 1.0 - 0.5 * halve;
-    exponent += halve;
-    const double s = (m - 1.0) / (m + 1.0), s2 = s * s;
-    double series = 1.0 / 17.0;
-    series = series * s2 + 1.0 / 15.0;
-    series = series * s2 + 1.0 / 13.0;
-    series = series * s2 + 1.0 / 11.0;
-    series = series * s2 + 1.0 / 9.0;
-    series = series * s2 + 1.0 / 7.0;
-    series = series * s2 + 1.0 / 5.0;
-    series = series * s2 + 1.0 / 3.0;
-    series = series * s2 + 1.0;
-    return 2.0 * s * series + exponent * 0.6931471805599453;
+    const double r = m * inverse_c - 1.0, r2 = r * r;
+    const double p = (0.22535547070136794 * r - 0.2852807523429813) * (r2 * r2) +
+                     ((0.33336853848956083 * r - 0.40000097204103835) * r2 +
+                      (0.49999998770775955 * r - 0.6666666663370293));
+    const double minus_2_log1p_r = (p * r + 1.0) * r2 - 2.0 * r;
+    return (exponent * -1.3862943611198906 + minus_2_log_c) + minus_2_log1p_r;
 }
 
-/* sin and cos of 2 pi u for u in [0, 1), branch-free, |error| < 1e-15: the angle is cut
- * exactly into quarter turns n and a remainder r in [-pi/4, pi/4] (q - n is exact), and
- * Taylor series of sin r (to r^15) and cos r (to r^16) are rotated by n quarter turns. */
-PYMF_HD void pymf_sincos_2pi(double u, double *sin_out, double *cos_out)
+PYMF_HD double pymf_minus_2_log_unit(double u)
 {
-    const double quarters = 4.0 * u;
-    const int n = (int)(quarters + 0.5);
-    const double r = (quarters - (double)n) * 1.5707963267948966, r2 = r * r;
-    double sin_r = -1.0 / 1307674368000.0;
-    sin_r = sin_r * r2 + 1.0 / 6227020800.0;
-    sin_r = sin_r * r2 - 1.0 / 39916800.0;
-    sin_r = sin_r * r2 + 1.0 / 362880.0;
-    sin_r = sin_r * r2 - 1.0 / 5040.0;
-    sin_r = sin_r * r2 + 1.0 / 120.0;
-    sin_r = sin_r * r2 - 1.0 / 6.0;
-    sin_r = (sin_r * r2) * r + r;
-    double cos_r = 1.0 / 20922789888000.0;
-    cos_r = cos_r * r2 - 1.0 / 87178291200.0;
-    cos_r = cos_r * r2 + 1.0 / 479001600.0;
-    cos_r = cos_r * r2 - 1.0 / 3628800.0;
-    cos_r = cos_r * r2 + 1.0 / 40320.0;
-    cos_r = cos_r * r2 - 1.0 / 720.0;
-    cos_r = cos_r * r2 + 1.0 / 24.0;
-    cos_r = cos_r * r2 - 0.5;
-    cos_r = cos_r * r2 + 1.0;
-    /* rotate by n quarter turns: selects (vector blends; the same values as the products
-     * by 0 and 1 they replace, since r = +0 gives sin r = +0) and exact sign factors */
-    const int swap = n & 1;
-    const double sin_sign = 1.0 - (double)(n & 2);
-    const double cos_sign = 1.0 - (double)((n + 1) & 2);
-    *sin_out = sin_sign * (swap ? cos_r : sin_r);
-    *cos_out = cos_sign * (swap ? sin_r : cos_r);
+    const unsigned i = pymf_log_interval(u);
+#if defined(__CUDA_ARCH__)
+    return pymf_minus_2_log_reduced(u, pymf_log_inverse_c_device[i],
+                                    pymf_log_minus_2_log_c_device[i]);
+#else
+    return pymf_minus_2_log_reduced(u, pymf_log_inverse_c[i], pymf_log_minus_2_log_c[i]);
+#endif
 }
 
 /* Box-Muller: two 32-bit words to two independent standard Gaussians, in two steps (the
- * radius from word a, then the rotation by the angle of word b) that the CPU's lane loops
- * run as separate passes, each short enough for out-of-order execution to overlap the
- * lanes' long dependency chains (division, series, sqrt). The 32-bit
- * uniforms bound |z| below sqrt(-2 log(2^-33)) = 6.76, a truncation at probability
- * 1.4e-11 that no sampler here can notice. */
-PYMF_HD double pymf_box_muller_radius(uint32_t a)
+ * squared radius L = -2 log u from word a, then the pair from L and the angle of word b)
+ * that the CPU's lane loops run as separate passes, each short enough for out-of-order
+ * execution to overlap the lanes' long dependency chains (polynomials, sqrt). The only
+ * operation on the slow divider unit is the radius's sqrt, which overlaps the polynomials'
+ * multiplications and additions.
+ *
+ * The angle 2 pi u_b is cut exactly into n quarter turns and a remainder: t = 4 u_b - n in
+ * [-1/2, 1/2] (4 u_b is exact, adding 2^52 + 2^51 rounds it to its nearest integer n and
+ * leaves n in the sum's low mantissa bits, t is exact). sin(pi t / 2) = t S(t^2) and
+ * cos(pi t / 2) = 1 + t^2 C(t^2) are near-minimax polynomials to t^11 and t^10 (absolute
+ * errors 4e-15 and 6e-14, bench/box_muller_fits.py); with R = sqrt(L), b = R cos(pi t / 2)
+ * and a = R sin(pi t / 2), the pair (R cos, R sin)(2 pi u_b) is (b, a), (-a, b), (-b, -a)
+ * or (a, -b) for n mod 4 = 0 .. 3: odd n flip the sign of t (so of a) and swap the two,
+ * n mod 4 = 2, 3 flip the sign of R (so of both); sign flips are exact bit operations, the
+ * swap is a pair of selects (vector blends).
+ *
+ * Each Gaussian of a pair is within 2.5e-13 times the pair's radius of the exact transform
+ * of the same words (tests/test_rng.py; before this transform 1e-14, a difference no
+ * sampler can notice: 2.5e-13 relative is 1e-3 of float32's resolution). The 32-bit
+ * uniforms bound |z| below sqrt(-2 log(2^-33)) = 6.76, a truncation at probability 1.4e-11
+ * that no sampler here can notice. */
+PYMF_HD double pymf_box_muller_square_radius(uint32_t a)
 {
-    return sqrt(-2.0 * pymf_log_unit(pymf_uniform_open(a)));
+    return pymf_minus_2_log_unit(pymf_uniform_open(a));
 }
 
-/* the pair from the radius (of word a) and word b */
-PYMF_HD void pymf_box_muller_rotate(double radius, uint32_t b, double *z0, double *z1)
+/* x with its sign bit flipped where bit 63 of flip is set */
+PYMF_HD double pymf_flip_sign(double x, uint64_t flip)
 {
-    double sin_angle, cos_angle;
-    pymf_sincos_2pi(pymf_uniform_open(b), &sin_angle, &cos_angle);
-    *z0 = radius * cos_angle;
-    *z1 = radius * sin_angle;
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    bits ^= flip & 0x8000000000000000ull;
+    memcpy(&x, &bits, sizeof x);
+    return x;
+}
+
+/* the pair from the squared radius L (of word a) and word b */
+PYMF_HD void pymf_box_muller_rotate(double square_radius, uint32_t b, double *z0, double *z1)
+{
+    /* 4 u_b: pymf_uniform_open's sum scaled by 2^-30 rather than 2^-32 (the same value as
+     * 4.0 * pymf_uniform_open(b), in one multiplication) */
+    const double quarters =
+        ((double)(int32_t)(b ^ 0x80000000u) + 2147483648.5) * 9.313225746154785e-10;
+    const double shifted = quarters + 6755399441055744.0; /* 2^52 + 2^51 */
+    const double t = quarters - (shifted - 6755399441055744.0), t2 = t * t;
+    uint64_t n;
+    memcpy(&n, &shifted, sizeof n);
+    double s = -3.556381664733624e-06;
+    s = s * t2 + 0.00016042926595779118;
+    s = s * t2 - 0.0046817525926455324;
+    s = s * t2 + 0.07969262615597134;
+    s = s * t2 - 0.645964097504324;
+    s = s * t2 + 1.570796326794892;
+    double c = -2.4857074310015385e-05;
+    c = c * t2 + 0.0009191659062464877;
+    c = c * t2 - 0.02086346903304004;
+    c = c * t2 + 0.25366950726448945;
+    c = c * t2 - 1.2337005501249476;
+    const double radius = pymf_flip_sign(sqrt(square_radius), n << 62); /* n mod 4 = 2, 3 */
+    const double along_sin = radius * (s * pymf_flip_sign(t, n << 63)); /* odd n */
+    const double along_cos = radius * (c * t2 + 1.0);
+    /* odd n swap the two: a bit mask rather than a select, which SSE2 (no 64-bit compare)
+     * would not vectorise */
+    const uint64_t odd = 0 - (n & 1);
+    uint64_t sin_bits, cos_bits;
+    memcpy(&sin_bits, &along_sin, sizeof sin_bits);
+    memcpy(&cos_bits, &along_cos, sizeof cos_bits);
+    const uint64_t first = (sin_bits & odd) | (cos_bits & ~odd);
+    const uint64_t second = (cos_bits & odd) | (sin_bits & ~odd);
+    memcpy(z0, &first, sizeof first);
+    memcpy(z1, &second, sizeof second);
 }
 
 PYMF_HD void pymf_box_muller(uint32_t a, uint32_t b, double *z0, double *z1)
 {
-    pymf_box_muller_rotate(pymf_box_muller_radius(a), b, z0, z1);
+    pymf_box_muller_rotate(pymf_box_muller_square_radius(a), b, z0, z1);
 }
 
 /* Four standard Gaussians for (seed, stream, t, row, k_group). */
