@@ -14,7 +14,10 @@ the declared families not yet imported: a model or sampler of a family means tha
 is imported (each registered pair holds a class of its own family), so a found runner is
 the one an import of every family would find.
 """
+import functools
 import importlib
+
+from pymf.engine.blas import one_blas_thread
 
 _FAMILIES = []  # the families' packages, in the order the listings follow
 _RUNNERS = {"sample": [], "fit": [], "mpi": []}
@@ -98,7 +101,7 @@ def runner(verb, model, sampler):
         load_families()  # the message lists every family's pairs
         fn = _find(verb, model, sampler)
     if fn is not None:
-        return fn
+        return _with_one_blas_thread(fn)
     fits = sorted({n for m, s, _ in _RUNNERS[verb] if isinstance(model, m) for n in _names(s)})
     models = sorted({n for m, s, _ in _RUNNERS[verb] if isinstance(sampler, s) for n in _names(m)})
     what = "optimizer" if verb == "fit" else "sampler"
@@ -154,3 +157,14 @@ def commands():
     registration order."""
     load_families()
     return sorted(_COMMANDS, key=lambda entry: _family_rank(entry[3]))
+
+
+def _with_one_blas_thread(fn):
+    """fn running with BLAS held to one thread (pymf.engine.blas: OpenBLAS's spinning
+    workers otherwise slow the C core's OpenMP threads)."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with one_blas_thread():
+            return fn(*args, **kwargs)
+    return run
+
