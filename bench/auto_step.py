@@ -80,7 +80,10 @@ def one_beta(beta, args):
         given = run(model, V, eps, args, seed) if args.timing else None  # the choice's cost
         if args.timing:
             given["choice_seconds"] = choice_seconds(model, V, eps, args, seed)
-        best = max(ladder + [dict(auto, step=eps)], key=lambda r: r["final_loglik"])
+        # the hand-picked candidates: the ladder and the chosen step itself given by hand
+        # (with a burn-in the latter runs without the per-row bound, so it can beat "auto")
+        best = max(ladder + [dict(auto, step=eps)] + ([given] if given else []),
+                   key=lambda r: r["final_loglik"])
         per_seed.append({"seed": seed, "auto": auto, "ladder": ladder, "old_default": old,
                          "best": best, "given": given, "per_row_off": per_row_off})
         print(f"beta {beta} seed {seed}: auto {auto['final_loglik']:.6g} (eps {eps:.3g}), best "

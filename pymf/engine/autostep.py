@@ -92,7 +92,10 @@ Over MPI the runner computes the step as shared memory does, on one rank, and br
 
 The cost is POWER_ITERATIONS + 1 full gradients plus the pilot: on the paper's 1024^2
 Poisson NMF with PSGLD on an 8 x 8 grid about 100 iterations' worth (bench/auto_step.py),
-a few percent of a run of thousands of iterations. What was chosen is recorded in the result (params["auto_step"]).
+0.13 s on 2 cores, a few percent of a run of thousands of iterations. That holds because a
+run keeps BLAS to one thread (pymf.engine.blas): the norms here are NumPy products, and
+OpenBLAS's spinning workers otherwise doubled the gradients' time. What was chosen is
+recorded in the result (params["auto_step"]).
 """
 import math
 import numbers
