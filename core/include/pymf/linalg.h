@@ -47,37 +47,27 @@ PYMF_HD double pymf_dot(const double *a, const double *b, int n)
     return (s0 + s1) + (s2 + s3);
 }
 
-/* pymf_dot's order, each term added by one fma (a product and a sum, rounded once). */
-PYMF_HD double pymf_dot_fused(const double *a, const double *b, int n)
-{
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    int k = 0;
-    for (; k + 4 <= n; k += 4) {
-        s0 = fma(a[k], b[k], s0);
-        s1 = fma(a[k + 1], b[k + 1], s1);
-        s2 = fma(a[k + 2], b[k + 2], s2);
-        s3 = fma(a[k + 3], b[k + 3], s3);
+/* pymf_dot's order, each term added by one fused multiply-add (a product and a sum,
+ * rounded once): pymf_dot_fused in double precision, pymf_dot_float_fused in single (the
+ * float32 GPU chains), both from this one body. */
+#define PYMF_DEFINE_DOT_FUSED(name, real, fused_multiply_add)                                 \
+    PYMF_HD real name(const real *a, const real *b, int n)                                     \
+    {                                                                                          \
+        real s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                                   \
+        int k = 0;                                                                             \
+        for (; k + 4 <= n; k += 4) {                                                           \
+            s0 = fused_multiply_add(a[k], b[k], s0);                                           \
+            s1 = fused_multiply_add(a[k + 1], b[k + 1], s1);                                   \
+            s2 = fused_multiply_add(a[k + 2], b[k + 2], s2);                                   \
+            s3 = fused_multiply_add(a[k + 3], b[k + 3], s3);                                   \
+        }                                                                                      \
+        for (; k < n; ++k)                                                                     \
+            s0 = fused_multiply_add(a[k], b[k], s0);                                           \
+        return (s0 + s1) + (s2 + s3);                                                          \
     }
-    for (; k < n; ++k)
-        s0 = fma(a[k], b[k], s0);
-    return (s0 + s1) + (s2 + s3);
-}
 
-/* pymf_dot_fused in single precision (the float32 GPU chains). */
-PYMF_HD float pymf_dot_float_fused(const float *a, const float *b, int n)
-{
-    float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
-    int k = 0;
-    for (; k + 4 <= n; k += 4) {
-        s0 = fmaf(a[k], b[k], s0);
-        s1 = fmaf(a[k + 1], b[k + 1], s1);
-        s2 = fmaf(a[k + 2], b[k + 2], s2);
-        s3 = fmaf(a[k + 3], b[k + 3], s3);
-    }
-    for (; k < n; ++k)
-        s0 = fmaf(a[k], b[k], s0);
-    return (s0 + s1) + (s2 + s3);
-}
+PYMF_DEFINE_DOT_FUSED(pymf_dot_fused, double, fma)
+PYMF_DEFINE_DOT_FUSED(pymf_dot_float_fused, float, fmaf)
 
 /* <a, b> as one running sum, k ascending (not pymf_dot: see the top of this file). */
 PYMF_HD double pymf_dot_sequential(const double *a, const double *b, int n)
