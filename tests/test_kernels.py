@@ -76,6 +76,11 @@ def test_fma_emulation_is_exact():
         assert r == float(exact), (x, y, z)  # float(Fraction) rounds to nearest, ties even
 
 
+def _adder(order):
+    """acc + x y as the order adds it: two roundings ("unfused", pymf_dot's), else one (fma)."""
+    return (lambda x, y, acc: acc + x * y) if order == "unfused" else _fma
+
+
 def _reference_mu(W, Ht, order):
     I, K = W.shape
     J = Ht.shape[0]
@@ -86,7 +91,7 @@ def _reference_mu(W, Ht, order):
         for k in range(K):
             total = _fma(W[:, k][:, None], Ht[:, k][None, :], total)
         return total
-    add = (lambda x, y, acc: acc + x * y) if order == "unfused" else _fma
+    add = _adder(order)
     K4 = K - K % 4
     partial = [np.zeros((I, J)) for _ in range(4)]
     for k in range(K4):
@@ -103,7 +108,7 @@ def _reference_gradient(V, W, Ht, beta, phi, row_start, col_start, order="pymf_d
     if beta < 2:
         mu = np.where(mu >= 1e-10, mu, 1e-10)
     g = _tweedie.dlogp_dmu(V, mu, beta, 1.0) * (1.0 / phi)
-    add = (lambda x, y, acc: acc + x * y) if order == "unfused" else _fma
+    add = _adder(order)
     gW, gHt = np.zeros_like(W), np.zeros_like(Ht)
     for part in range(B):
         for b in range(B):

@@ -177,17 +177,15 @@ static void philox_lanes(int n, uint32_t *c0, uint32_t *c1, uint32_t *c2, uint32
  * bits >> 48 need no mask). A gather of the same entries measured several times slower on
  * an Intel core. The uniform and its interval are pymf_uniform_open's and
  * pymf_log_interval's operations exactly (exact arithmetic and bit selection), and the
- * entries are the tables' own, so the bits are those of the portable loop. */
+ * entries are philox.h's tables themselves, so the bits are those of the portable loop. */
 __attribute__((target("avx512f"))) static int log_constants_avx512(int n, const uint32_t *a,
                                                                    double *inverse_c,
                                                                    double *minus_2_log_c)
 {
-    static const double inverse_table[16] = PYMF_LOG_INVERSE_C;
-    static const double log_table[16] = PYMF_LOG_MINUS_2_LOG_C;
-    const __m512d inverse_lo = _mm512_loadu_pd(inverse_table);
-    const __m512d inverse_hi = _mm512_loadu_pd(inverse_table + 8);
-    const __m512d log_lo = _mm512_loadu_pd(log_table);
-    const __m512d log_hi = _mm512_loadu_pd(log_table + 8);
+    const __m512d inverse_lo = _mm512_loadu_pd(pymf_log_inverse_c);
+    const __m512d inverse_hi = _mm512_loadu_pd(pymf_log_inverse_c + 8);
+    const __m512d log_lo = _mm512_loadu_pd(pymf_log_minus_2_log_c);
+    const __m512d log_hi = _mm512_loadu_pd(pymf_log_minus_2_log_c + 8);
     const __m256i flip = _mm256_set1_epi32((int)0x80000000u);
     const __m512d offset = _mm512_set1_pd(2147483648.5);
     const __m512d scale = _mm512_set1_pd(2.3283064365386963e-10);
