@@ -249,3 +249,25 @@ def test_a_second_ctrl_c_stops_at_once_and_writes_nothing(poisson_data, tmp_path
                     callback=press_twice)
     assert checkpoint.read_bytes() == written["bytes"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler given back
+
+
+def test_a_run_holds_blas_to_one_thread_and_gives_it_back():
+    """pymf.engine.blas: inside a run (seen from its callback) every BLAS threadpool has one
+    thread; after it, the caller's count again. The caller sets 2 first, so the test fails
+    if the limit is not applied or not undone."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    if not blas_threads():
+        pytest.skip("no BLAS threadpool is loaded in this process (threadpoolctl finds none)")
+    V, _, _ = pymf.datasets.make_tweedie_nmf(24, 20, 2, beta=1.0, seed=0)
+    seen = []
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert set(blas_threads()) == {2}
+        pymf.sample(pymf.TweedieNMF(2), V, pymf.PSGLD(blocks=2, step_size=1e-3), n_samples=4,
+                    trace_every=1, seed=0, progress=False,
+                    callback=lambda info: seen.append(blas_threads()))
+        assert set(blas_threads()) == {2}
+    assert seen and all(set(threads) == {1} for threads in seen)
