@@ -437,8 +437,9 @@ load16_avx512(const uint32_t *c, int first, int n)
  * Gaussian i of counter l, as box_muller_lanes of philox_lanes' words would give. Each
  * pass of the loop runs Philox for the next 16 counters before Box-Muller for the current
  * ones: the two are independent, so the out-of-order core overlaps Philox's latency-bound
- * rounds with the polynomials (the other order measured slower). The last n % 16 counters
- * go through a local block, of which only theirs are copied. */
+ * rounds with the polynomials (about 7 % faster than Philox and Box-Muller of the same 16
+ * in turn: median ratio of 9 alternated pairs, on a loaded machine). The last n % 16
+ * counters go through a local block, of which only theirs are copied. */
 __attribute__((target("avx512f,avx512bw"))) static void
 noise_lanes_avx512(int n, const uint32_t *c0, const uint32_t *c1, uint32_t t_lo, uint32_t tag,
                    uint32_t k0, uint32_t k1, double *out)
