@@ -226,8 +226,8 @@ static inline void log_constants(int n, const uint32_t *restrict a, double *rest
 /* Box-Muller over lanes (CPUs without AVX-512; noise_lanes_avx512 below keeps the whole
  * transform in registers): z0[l], z1[l] from the words a[l], b[l], pymf_box_muller's steps
  * as passes over the lanes (the same operations, so the same bits); inverse_c,
- * minus_2_log_c and square_radius are scratch. restrict: without it the compiler checks for overlap and
- * falls back to slower code. */
+ * minus_2_log_c and square_radius are scratch. restrict: without it the compiler checks for
+ * overlap and falls back to slower code. */
 static inline void box_muller_lanes(int n, const uint32_t *restrict a, const uint32_t *restrict b,
                                     double *restrict inverse_c, double *restrict minus_2_log_c,
                                     double *restrict square_radius, double *restrict z0,
@@ -262,7 +262,8 @@ static inline void box_muller_lanes(int n, const uint32_t *restrict a, const uin
  * their order, with their constants and no contraction (-std=c99; separate mul / add
  * intrinsics), and a rounded operation gives the same bits in a vector lane as in a scalar
  * register; the replaced steps are exact in both forms. So the bits are pymf_box_muller's
- * (tests/test_kernels.py, test_rng.py and the goldens compare them). */
+ * (bench/noise_words_exhaustive.c compares them on every 32-bit word as a and as b;
+ * tests/test_kernels.py, test_rng.py and the goldens on Philox's words). */
 
 /* The log's two 16-entry tables, each in two registers: one vpermt2pd per lookup, which
  * reads only the low four bits of each 64-bit index (a gather of the same entries
