@@ -4,8 +4,9 @@
 
 /* Lanes of Philox counters processed together: the round loop is outside, the lane loop
  * inside, so each round is a vector multiply-xor over the lanes. 256 rather than 64: the
- * Box-Muller passes over the lanes run longer between loop set-ups (measured a few per cent
- * faster); the scratch arrays of noise_rows stay within 20 KB of stack. */
+ * Box-Muller passes over the lanes (CPUs without AVX-512) run longer between loop set-ups
+ * (measured a few per cent faster); the scratch arrays of noise_rows stay within 32 KB of
+ * stack. */
 #define PYMF_NOISE_LANES 256
 
 /* The portable form: any compiler, any machine. */
@@ -203,9 +204,10 @@ __attribute__((target("avx512f"))) static int log_constants_avx512(int n, const 
 #endif
 
 /* inverse_c[l], minus_2_log_c[l]: the log's constants for the uniform of word a[l]
- * (pymf_minus_2_log_unit's lookup), with AVX-512 permutations where the CPU has them (the
- * portable loop serves the rest: other CPUs, where the AVX2 clone of noise_rows loads the
- * entries with gathers, and the last n % 8 lanes) */
+ * (pymf_minus_2_log_unit's lookup), with AVX-512 permutations where the CPU has them (here
+ * only AVX-512F CPUs without AVX-512BW, which noise_lanes_avx512 needs; the portable loop
+ * serves the rest: other CPUs, where the AVX2 clone of noise_rows loads the entries with
+ * gathers, and the last n % 8 lanes) */
 static inline void log_constants(int n, const uint32_t *restrict a, double *restrict inverse_c,
                                  double *restrict minus_2_log_c)
 {
@@ -221,10 +223,11 @@ static inline void log_constants(int n, const uint32_t *restrict a, double *rest
     }
 }
 
-/* Box-Muller over lanes: z0[l], z1[l] from the words a[l], b[l], pymf_box_muller's steps as
- * passes over the lanes (the same operations, so the same bits); inverse_c, minus_2_log_c
- * and square_radius are scratch. restrict: without it the compiler checks for overlap and
- * falls back to slower code. */
+/* Box-Muller over lanes (CPUs without AVX-512; noise_lanes_avx512 below keeps the whole
+ * transform in registers): z0[l], z1[l] from the words a[l], b[l], pymf_box_muller's steps
+ * as passes over the lanes (the same operations, so the same bits); inverse_c,
+ * minus_2_log_c and square_radius are scratch. restrict: without it the compiler checks for
+ * overlap and falls back to slower code. */
 static inline void box_muller_lanes(int n, const uint32_t *restrict a, const uint32_t *restrict b,
                                     double *restrict inverse_c, double *restrict minus_2_log_c,
                                     double *restrict square_radius, double *restrict z0,
@@ -238,6 +241,233 @@ static inline void box_muller_lanes(int n, const uint32_t *restrict a, const uin
         pymf_box_muller_rotate(square_radius[l], b[l], &z0[l], &z1[l]);
 }
 
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(PYMF_NO_CLONES)
+/* The whole transform of 16 counters in registers (noise_lanes_avx512). With 512-bit
+ * vectors this Xeon runs floating-point arithmetic, integer multiplies and shifts on one
+ * port only (p0; measured: one 8-lane vmulpd, vpmuludq or vpsrlq per cycle), while
+ * shuffles, blends and bitwise logic also run on a second one (p5). So the steps that
+ * pymf_box_muller does exactly in floating point or with shifts are done here, where an
+ * equally exact bit operation exists, on the second port:
+ * - u = (a + 1/2) 2^-32: the double 2^52 + a is the word under the exponent bits of 2^52
+ *   (one interleave), minus 2^52 - 1/2 is a + 1/2 (exact); the scaling by 2^-32 is a
+ *   subtraction of 32 from the exponent field (exact: u is normal). Its exponent as a double
+ *   is vgetexppd (exact), its interval is byte 6 moved down by vpshufb.
+ * - the angle's quarter turns: with x = b + 2^29 (32 bits), n mod 4 is x's bits 30-31 and
+ *   t = 4 u_b - n = (f + 1/2) 2^-30 - 1/2, f = x mod 2^30 (pymf_box_muller_rotate's
+ *   t, exactly); t for odd n (sign flipped) is the same with f replaced by 2^30 - 1 - f, a
+ *   bit complement. 2 f + 1 (or its complement) under 2^52's exponent bits, minus 2^52 +
+ *   2^30, is 2 t 2^30 exactly, scaled into t through the exponent field.
+ * Every rounded operation (the products and sums of the log and of the sin and cos
+ * polynomials, sqrt) is one of pymf_minus_2_log_reduced's and pymf_box_muller_rotate's in
+ * their order, with their constants and no contraction (-std=c99; separate mul / add
+ * intrinsics), and a rounded operation gives the same bits in a vector lane as in a scalar
+ * register; the replaced steps are exact in both forms. So the bits are pymf_box_muller's
+ * (bench/noise_words_exhaustive.c compares them on every 32-bit word as a and as b;
+ * tests/test_kernels.py, test_rng.py and the goldens on Philox's words). */
+
+/* The log's two 16-entry tables, each in two registers: one vpermt2pd per lookup, which
+ * reads only the low four bits of each 64-bit index (a gather of the same entries
+ * measured several times slower on an Intel core). */
+typedef struct {
+    __m512d inverse_lo, inverse_hi, log_lo, log_hi;
+} log_tables_avx512;
+
+#define EXPONENT_FIELD(e) ((long long)(e) << 52)
+
+/* z0, z1 of pymf_box_muller for 8 word pairs: with_exponent_a holds 2^52 + a's bits,
+ * angle_bits 2^52 + 2 f + 1 (f above, complemented for odd n), n_bits n's bit 1 in bit 63
+ * and its bit 0 in bit 62 */
+__attribute__((target("avx512f,avx512bw"), always_inline)) static inline void
+box_muller_avx512(__m512i with_exponent_a, __m512i angle_bits, __m512i n_bits,
+                  const log_tables_avx512 *tables, __m512d *z0, __m512d *z1)
+{
+    const __m512d one = _mm512_set1_pd(1.0);
+    /* pymf_minus_2_log_reduced(pymf_uniform_open(a), looked-up constants) */
+    const __m512d a_half = _mm512_sub_pd(_mm512_castsi512_pd(with_exponent_a),
+                                         _mm512_set1_pd(4503599627370496.0 - 0.5));
+    const __m512i bits =
+        _mm512_sub_epi64(_mm512_castpd_si512(a_half), _mm512_set1_epi64(EXPONENT_FIELD(32)));
+    /* byte 6 of each 64-bit lane (bits 48-55) to its byte 0, the lookup's index (vpshufb
+     * indexes bytes within 128 bits: 6 for even lanes, 14 for odd ones) */
+    const __m512i interval = _mm512_shuffle_epi8(
+        bits, _mm512_set_epi64(0x0E0E0E0E0E0E0E0Ell, 0x0606060606060606ll, 0x0E0E0E0E0E0E0E0Ell,
+                               0x0606060606060606ll, 0x0E0E0E0E0E0E0E0Ell, 0x0606060606060606ll,
+                               0x0E0E0E0E0E0E0E0Ell, 0x0606060606060606ll));
+    const __m512d inverse_c = _mm512_permutex2var_pd(tables->inverse_lo, interval,
+                                                     tables->inverse_hi);
+    const __m512d minus_2_log_c = _mm512_permutex2var_pd(tables->log_lo, interval,
+                                                         tables->log_hi);
+    const __m512d exponent = _mm512_getexp_pd(_mm512_castsi512_pd(bits));
+    /* 0xEA: the truth table of (x & y) | z */
+    const __m512d m = _mm512_castsi512_pd(_mm512_ternarylogic_epi64(
+        bits, _mm512_set1_epi64(0x000FFFFFFFFFFFFFll), _mm512_set1_epi64(0x3FF0000000000000ll),
+        0xEA));
+    const __m512d r = _mm512_sub_pd(_mm512_mul_pd(m, inverse_c), one);
+    const __m512d r2 = _mm512_mul_pd(r, r);
+    const __m512d p = _mm512_add_pd(
+        _mm512_mul_pd(_mm512_sub_pd(_mm512_mul_pd(_mm512_set1_pd(0.22535547070136794), r),
+                                    _mm512_set1_pd(0.2852807523429813)),
+                      _mm512_mul_pd(r2, r2)),
+        _mm512_add_pd(
+            _mm512_mul_pd(_mm512_sub_pd(_mm512_mul_pd(_mm512_set1_pd(0.33336853848956083), r),
+                                        _mm512_set1_pd(0.40000097204103835)),
+                          r2),
+            _mm512_sub_pd(_mm512_mul_pd(_mm512_set1_pd(0.49999998770775955), r),
+                          _mm512_set1_pd(0.6666666663370293))));
+    const __m512d minus_2_log1p_r =
+        _mm512_sub_pd(_mm512_mul_pd(_mm512_add_pd(_mm512_mul_pd(p, r), one), r2),
+                      _mm512_mul_pd(_mm512_set1_pd(2.0), r));
+    const __m512d square_radius = _mm512_add_pd(
+        _mm512_add_pd(_mm512_mul_pd(exponent, _mm512_set1_pd(-1.3862943611198906)),
+                      minus_2_log_c),
+        minus_2_log1p_r);
+    /* pymf_box_muller_rotate(square_radius, b): t with odd n's sign flip already in it */
+    const __m512d twice_t_scaled = _mm512_sub_pd(_mm512_castsi512_pd(angle_bits),
+                                                 _mm512_set1_pd(4503599627370496.0 + 1073741824.0));
+    const __m512d signed_t = _mm512_castsi512_pd(_mm512_sub_epi64(
+        _mm512_castpd_si512(twice_t_scaled), _mm512_set1_epi64(EXPONENT_FIELD(31))));
+    const __m512d t2 = _mm512_mul_pd(signed_t, signed_t);
+    __m512d s = _mm512_set1_pd(-3.556381664733624e-06);
+    s = _mm512_add_pd(_mm512_mul_pd(s, t2), _mm512_set1_pd(0.00016042926595779118));
+    s = _mm512_sub_pd(_mm512_mul_pd(s, t2), _mm512_set1_pd(0.0046817525926455324));
+    s = _mm512_add_pd(_mm512_mul_pd(s, t2), _mm512_set1_pd(0.07969262615597134));
+    s = _mm512_sub_pd(_mm512_mul_pd(s, t2), _mm512_set1_pd(0.645964097504324));
+    s = _mm512_add_pd(_mm512_mul_pd(s, t2), _mm512_set1_pd(1.570796326794892));
+    __m512d c = _mm512_set1_pd(-2.4857074310015385e-05);
+    c = _mm512_add_pd(_mm512_mul_pd(c, t2), _mm512_set1_pd(0.0009191659062464877));
+    c = _mm512_sub_pd(_mm512_mul_pd(c, t2), _mm512_set1_pd(0.02086346903304004));
+    c = _mm512_add_pd(_mm512_mul_pd(c, t2), _mm512_set1_pd(0.25366950726448945));
+    c = _mm512_sub_pd(_mm512_mul_pd(c, t2), _mm512_set1_pd(1.2337005501249476));
+    /* pymf_flip_sign(sqrt, n << 62): 0x78 is the truth table of x ^ (y & z) */
+    const __m512d radius = _mm512_castsi512_pd(_mm512_ternarylogic_epi64(
+        _mm512_castpd_si512(_mm512_sqrt_pd(square_radius)), n_bits,
+        _mm512_set1_epi64((long long)0x8000000000000000ull), 0x78));
+    const __m512d along_sin = _mm512_mul_pd(radius, _mm512_mul_pd(s, signed_t));
+    const __m512d along_cos = _mm512_mul_pd(radius, _mm512_add_pd(_mm512_mul_pd(c, t2), one));
+    const __mmask8 odd = _mm512_test_epi64_mask(n_bits, _mm512_set1_epi64(1ll << 62));
+    *z0 = _mm512_mask_blend_pd(odd, along_cos, along_sin);
+    *z1 = _mm512_mask_blend_pd(odd, along_sin, along_cos);
+}
+
+/* The four Gaussians of 8 lanes from their z0 .. z3 vectors, lane l's four together (the
+ * layout of noise_rows' output): lanes 0-1 and 2-3 (8 doubles each) to out + first_offset
+ * and 16 doubles further, lanes 4-5 and 6-7 to out + second_offset and 16 further */
+__attribute__((target("avx512f"), always_inline)) static inline void
+store_interleaved_avx512(__m512d z0, __m512d z1, __m512d z2, __m512d z3, double *out,
+                         int first_offset, int second_offset)
+{
+    const __m512i pairs_low = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
+    const __m512i pairs_high = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+    const __m512i quads_low = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
+    const __m512i quads_high = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
+    const __m512d z01_low = _mm512_permutex2var_pd(z0, pairs_low, z1);  /* lanes 0-3 */
+    const __m512d z23_low = _mm512_permutex2var_pd(z2, pairs_low, z3);
+    const __m512d z01_high = _mm512_permutex2var_pd(z0, pairs_high, z1); /* lanes 4-7 */
+    const __m512d z23_high = _mm512_permutex2var_pd(z2, pairs_high, z3);
+    _mm512_storeu_pd(out + first_offset, _mm512_permutex2var_pd(z01_low, quads_low, z23_low));
+    _mm512_storeu_pd(out + first_offset + 16,
+                     _mm512_permutex2var_pd(z01_low, quads_high, z23_low));
+    _mm512_storeu_pd(out + second_offset,
+                     _mm512_permutex2var_pd(z01_high, quads_low, z23_high));
+    _mm512_storeu_pd(out + second_offset + 16,
+                     _mm512_permutex2var_pd(z01_high, quads_high, z23_high));
+}
+
+/* Both Box-Muller pairs of 16 counters' words a, b (pymf_box_muller(a, b)): the angle's
+ * integer steps on all 16 words at once, then the two halves of 8 lanes that 32-bit
+ * interleaves make: counters 0, 1, 4, 5, 8, 9, 12, 13 (low) and the others (high) */
+__attribute__((target("avx512f,avx512bw"), always_inline)) static inline void
+box_muller16_avx512(__m512i a, __m512i b, const log_tables_avx512 *tables, __m512d z_low[2],
+                    __m512d z_high[2])
+{
+    const __m512i exponent_of_2_52 = _mm512_set1_epi32(0x43300000);
+    const __m512i x = _mm512_add_epi32(b, _mm512_set1_epi32(1 << 29));
+    /* 2 f + 1 with odd n's complement: bits 1-30 are x's bits 0-29 (x << 1) xor odd n's
+     * all-ones, bit 31 (x's bit 30 xor itself) 0, bit 0 1; 0x7D: the truth table of
+     * z ? x ^ y : 1 */
+    const __m512i shifted = _mm512_slli_epi32(x, 1);
+    const __m512i angle = _mm512_ternarylogic_epi32(shifted, _mm512_srai_epi32(shifted, 31),
+                                                    _mm512_set1_epi32((int)0xFFFFFFFEu), 0x7D);
+    box_muller_avx512(_mm512_unpacklo_epi32(a, exponent_of_2_52),
+                      _mm512_unpacklo_epi32(angle, exponent_of_2_52),
+                      _mm512_unpacklo_epi32(x, x), tables, &z_low[0], &z_low[1]);
+    box_muller_avx512(_mm512_unpackhi_epi32(a, exponent_of_2_52),
+                      _mm512_unpackhi_epi32(angle, exponent_of_2_52),
+                      _mm512_unpackhi_epi32(x, x), tables, &z_high[0], &z_high[1]);
+}
+
+/* Philox's ten rounds on 16 counters (a, b, t_lo, tag): words[0 .. 3] */
+__attribute__((target("avx512f"), always_inline)) static inline void
+philox16_avx512(__m512i a, __m512i b, uint32_t t_lo, uint32_t tag, uint32_t k0, uint32_t k1,
+                __m512i words[4])
+{
+    const __m512i m0 = _mm512_set1_epi32((int)PYMF_PHILOX_M0);
+    const __m512i m1 = _mm512_set1_epi32((int)PYMF_PHILOX_M1);
+    __m512i c = _mm512_set1_epi32((int)t_lo), d = _mm512_set1_epi32((int)tag);
+    PHILOX_TEN_ROUNDS(512, _mm512, PHILOX_ROUND(512, a, b, c, d, m0, m1, key0v, key1v));
+    words[0] = a;
+    words[1] = b;
+    words[2] = c;
+    words[3] = d;
+}
+
+/* Both Box-Muller pairs of 16 counters' words: 64 doubles into out in counter order */
+__attribute__((target("avx512f,avx512bw"), always_inline)) static inline void
+gaussians16_avx512(const __m512i words[4], const log_tables_avx512 *tables, double *out)
+{
+    __m512d first_low[2], first_high[2], second_low[2], second_high[2];
+    box_muller16_avx512(words[0], words[1], tables, first_low, first_high);
+    box_muller16_avx512(words[2], words[3], tables, second_low, second_high);
+    /* low half: counters 0-1, 4-5, 8-9, 12-13 at out + 0, 16, 32, 48; high: 2-3, ... */
+    store_interleaved_avx512(first_low[0], first_low[1], second_low[0], second_low[1], out, 0,
+                             32);
+    store_interleaved_avx512(first_high[0], first_high[1], second_high[0], second_high[1], out,
+                             8, 40);
+}
+
+/* Counters first .. first + 15 of c (those below n; zeros in the lanes past n) */
+__attribute__((target("avx512f"), always_inline)) static inline __m512i
+load16_avx512(const uint32_t *c, int first, int n)
+{
+    if (first + 16 <= n)
+        return _mm512_loadu_si512((const void *)(c + first));
+    return _mm512_maskz_loadu_epi32((__mmask16)((1u << (n - first)) - 1u), c + first);
+}
+
+/* The noise of n counters (c0[l], c1[l], t_lo, tag) under key (k0, k1): out[4 l + i] is
+ * Gaussian i of counter l, as box_muller_lanes of philox_lanes' words would give. Each
+ * pass of the loop runs Philox for the next 16 counters before Box-Muller for the current
+ * ones: the two are independent, so the out-of-order core overlaps Philox's latency-bound
+ * rounds with the polynomials (about 7 % faster than Philox and Box-Muller of the same 16
+ * in turn: median ratio of 9 alternated pairs, on a loaded machine). The last n % 16
+ * counters go through a local block, of which only theirs are copied. */
+__attribute__((target("avx512f,avx512bw"))) static void
+noise_lanes_avx512(int n, const uint32_t *c0, const uint32_t *c1, uint32_t t_lo, uint32_t tag,
+                   uint32_t k0, uint32_t k1, double *out)
+{
+    const log_tables_avx512 tables = {
+        _mm512_loadu_pd(pymf_log_inverse_c), _mm512_loadu_pd(pymf_log_inverse_c + 8),
+        _mm512_loadu_pd(pymf_log_minus_2_log_c), _mm512_loadu_pd(pymf_log_minus_2_log_c + 8)};
+    __m512i words[4];
+    philox16_avx512(load16_avx512(c0, 0, n), load16_avx512(c1, 0, n), t_lo, tag, k0, k1, words);
+    for (int l = 0; l < n; l += 16) {
+        __m512i next[4] = {words[0], words[1], words[2], words[3]}; /* unused on the last */
+        if (l + 16 < n)
+            philox16_avx512(load16_avx512(c0, l + 16, n), load16_avx512(c1, l + 16, n), t_lo,
+                            tag, k0, k1, next);
+        if (l + 16 <= n) {
+            gaussians16_avx512(words, &tables, out + 4 * (size_t)l);
+        } else {
+            double block[64];
+            gaussians16_avx512(words, &tables, block);
+            memcpy(out + 4 * (size_t)l, block, sizeof(double) * 4 * (size_t)(n - l));
+        }
+        for (int i = 0; i < 4; ++i)
+            words[i] = next[i];
+    }
+}
+#endif
+
 /* Row r of the output holds the noise of counter row ids[r] (ids != NULL) or first_row + r. */
 PYMF_VECTOR_CLONES
 static void noise_rows(uint64_t seed, uint32_t stream, uint64_t t, uint32_t first_row,
@@ -250,6 +480,12 @@ static void noise_rows(uint64_t seed, uint32_t stream, uint64_t t, uint32_t firs
     uint32_t c0[PYMF_NOISE_LANES], c1[PYMF_NOISE_LANES], c2[PYMF_NOISE_LANES], c3[PYMF_NOISE_LANES];
     double z[4][PYMF_NOISE_LANES], square_radius[PYMF_NOISE_LANES];
     double inverse_c[PYMF_NOISE_LANES], minus_2_log_c[PYMF_NOISE_LANES];
+    double four_slots[4 * PYMF_NOISE_LANES];
+    /* AVX-512: the whole transform in registers, 16 counters at a time */
+    int fused = 0;
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(PYMF_NO_CLONES)
+    fused = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+#endif
     /* whole rows: lane l of a chunk is slots 4g .. 4g + 3 of one row, and when rank is a
      * multiple of 4 the chunk's output is one contiguous run of out */
     const int whole_groups = rank % 4 == 0;
@@ -284,26 +520,33 @@ static void noise_rows(uint64_t seed, uint32_t stream, uint64_t t, uint32_t firs
             lane_group[l] = wrap ? next - groups : next;
             lane_row[l] += step_row + wrap;
         }
-        for (int l = 0; l < n; ++l) {
-            c2[l] = t_lo;
-            c3[l] = tag;
-        }
-        philox_lanes(n, c0, c1, c2, c3, key0, key1);
-        box_muller_lanes(n, c0, c1, inverse_c, minus_2_log_c, square_radius, z[0], z[1]);
-        box_muller_lanes(n, c2, c3, inverse_c, minus_2_log_c, square_radius, z[2], z[3]);
-        if (whole_groups) {
-            double *dst = out + 4 * (size_t)start;
+        /* the chunk's Gaussians in counter order: straight into out for whole groups,
+         * else into four_slots for the scatter below */
+        double *dst = whole_groups ? out + 4 * (size_t)start : four_slots;
+        if (fused) {
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(PYMF_NO_CLONES)
+            noise_lanes_avx512(n, c0, c1, t_lo, tag, key0, key1, dst);
+#endif
+        } else {
+            for (int l = 0; l < n; ++l) {
+                c2[l] = t_lo;
+                c3[l] = tag;
+            }
+            philox_lanes(n, c0, c1, c2, c3, key0, key1);
+            box_muller_lanes(n, c0, c1, inverse_c, minus_2_log_c, square_radius, z[0], z[1]);
+            box_muller_lanes(n, c2, c3, inverse_c, minus_2_log_c, square_radius, z[2], z[3]);
             for (int l = 0; l < n; ++l)
                 for (int slot = 0; slot < 4; ++slot)
                     dst[4 * l + slot] = z[slot][l];
-            continue;
         }
+        if (whole_groups)
+            continue;
         /* scatter: lane l holds slots 4g..4g+3 of its row; slots >= rank are dropped */
         for (int l = 0; l < n; ++l) {
             const int base = 4 * (int)group;
-            double *dst = out + (size_t)row * (size_t)rank;
+            double *row_out = out + (size_t)row * (size_t)rank;
             for (int slot = 0; slot < 4 && base + slot < rank; ++slot)
-                dst[base + slot] = z[slot][l];
+                row_out[base + slot] = four_slots[4 * l + slot];
             if (++group == groups) {
                 group = 0;
                 ++row;

@@ -138,7 +138,8 @@ PYMF_HD double pymf_minus_2_log_unit(double u)
 
 /* Box-Muller: two 32-bit words to two independent standard Gaussians, in two steps (the
  * squared radius L = -2 log u from word a, then the pair from L and the angle of word b)
- * that the CPU's lane loops run as separate passes, each short enough for out-of-order
+ * that the CPU's lane loops run as separate passes where the CPU lacks AVX-512 (with it,
+ * one register-resident loop: core/src/philox.c), each short enough for out-of-order
  * execution to overlap the lanes' long dependency chains (polynomials, sqrt). The only
  * operation on the slow divider unit is the radius's sqrt, which overlaps the polynomials'
  * multiplications and additions.
