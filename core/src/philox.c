@@ -257,10 +257,12 @@ static inline void box_muller_lanes(int n, const uint32_t *restrict a, const uin
  *   t, exactly); t for odd n (sign flipped) is the same with f replaced by 2^30 - 1 - f, a
  *   bit complement. 2 f + 1 (or its complement) under 2^52's exponent bits, minus 2^52 +
  *   2^30, is 2 t 2^30 exactly, scaled into t through the exponent field.
- * Every rounded operation (the products and sums of the log and of the sin and cos
- * polynomials, sqrt) is one of pymf_minus_2_log_reduced's and pymf_box_muller_rotate's in
- * their order, with their constants and no contraction (-std=c99; separate mul / add
- * intrinsics), and a rounded operation gives the same bits in a vector lane as in a scalar
+ * Every rounded operation (the fused multiply-adds, products and sums of the log and of
+ * the sin and cos polynomials, sqrt) is one of pymf_minus_2_log_reduced's and
+ * pymf_box_muller_rotate's in their order, with their constants: each of their fma() calls
+ * is one _mm512_fmadd_pd (a - c as a + (-c): the same rounding of the same exact value),
+ * each of their products and sums one mul / add intrinsic (-std=c99 contracts nothing),
+ * and a correctly rounded operation gives the same bits in a vector lane as in a scalar
  * register; the replaced steps are exact in both forms. So the bits are pymf_box_muller's
  * (bench/noise_words_exhaustive.c compares them on every 32-bit word as a and as b;
  * tests/test_kernels.py, test_rng.py and the goldens on Philox's words). */
@@ -302,24 +304,21 @@ box_muller_avx512(__m512i with_exponent_a, __m512i angle_bits, __m512i n_bits,
     const __m512d m = _mm512_castsi512_pd(_mm512_ternarylogic_epi64(
         bits, _mm512_set1_epi64(0x000FFFFFFFFFFFFFll), _mm512_set1_epi64(0x3FF0000000000000ll),
         0xEA));
-    const __m512d r = _mm512_sub_pd(_mm512_mul_pd(m, inverse_c), one);
+    const __m512d r = _mm512_fmadd_pd(m, inverse_c, _mm512_set1_pd(-1.0));
     const __m512d r2 = _mm512_mul_pd(r, r);
-    const __m512d p = _mm512_add_pd(
-        _mm512_mul_pd(_mm512_sub_pd(_mm512_mul_pd(_mm512_set1_pd(0.22535547070136794), r),
-                                    _mm512_set1_pd(0.2852807523429813)),
-                      _mm512_mul_pd(r2, r2)),
-        _mm512_add_pd(
-            _mm512_mul_pd(_mm512_sub_pd(_mm512_mul_pd(_mm512_set1_pd(0.33336853848956083), r),
-                                        _mm512_set1_pd(0.40000097204103835)),
-                          r2),
-            _mm512_sub_pd(_mm512_mul_pd(_mm512_set1_pd(0.49999998770775955), r),
-                          _mm512_set1_pd(0.6666666663370293))));
-    const __m512d minus_2_log1p_r =
-        _mm512_sub_pd(_mm512_mul_pd(_mm512_add_pd(_mm512_mul_pd(p, r), one), r2),
-                      _mm512_mul_pd(_mm512_set1_pd(2.0), r));
+    const __m512d p = _mm512_fmadd_pd(
+        _mm512_fmadd_pd(_mm512_set1_pd(0.22535547070136794), r,
+                        _mm512_set1_pd(-0.2852807523429813)),
+        _mm512_mul_pd(r2, r2),
+        _mm512_fmadd_pd(_mm512_fmadd_pd(_mm512_set1_pd(0.33336853848956083), r,
+                                        _mm512_set1_pd(-0.40000097204103835)),
+                        r2,
+                        _mm512_fmadd_pd(_mm512_set1_pd(0.49999998770775955), r,
+                                        _mm512_set1_pd(-0.6666666663370293))));
+    const __m512d minus_2_log1p_r = _mm512_fmadd_pd(_mm512_fmadd_pd(p, r, one), r2,
+                                                    _mm512_mul_pd(_mm512_set1_pd(-2.0), r));
     const __m512d square_radius = _mm512_add_pd(
-        _mm512_add_pd(_mm512_mul_pd(exponent, _mm512_set1_pd(-1.3862943611198906)),
-                      minus_2_log_c),
+        _mm512_fmadd_pd(exponent, _mm512_set1_pd(-1.3862943611198906), minus_2_log_c),
         minus_2_log1p_r);
     /* pymf_box_muller_rotate(square_radius, b): t with odd n's sign flip already in it */
     const __m512d twice_t_scaled = _mm512_sub_pd(_mm512_castsi512_pd(angle_bits),
@@ -328,22 +327,22 @@ box_muller_avx512(__m512i with_exponent_a, __m512i angle_bits, __m512i n_bits,
         _mm512_castpd_si512(twice_t_scaled), _mm512_set1_epi64(EXPONENT_FIELD(31))));
     const __m512d t2 = _mm512_mul_pd(signed_t, signed_t);
     __m512d s = _mm512_set1_pd(-3.556381664733624e-06);
-    s = _mm512_add_pd(_mm512_mul_pd(s, t2), _mm512_set1_pd(0.00016042926595779118));
-    s = _mm512_sub_pd(_mm512_mul_pd(s, t2), _mm512_set1_pd(0.0046817525926455324));
-    s = _mm512_add_pd(_mm512_mul_pd(s, t2), _mm512_set1_pd(0.07969262615597134));
-    s = _mm512_sub_pd(_mm512_mul_pd(s, t2), _mm512_set1_pd(0.645964097504324));
-    s = _mm512_add_pd(_mm512_mul_pd(s, t2), _mm512_set1_pd(1.570796326794892));
+    s = _mm512_fmadd_pd(s, t2, _mm512_set1_pd(0.00016042926595779118));
+    s = _mm512_fmadd_pd(s, t2, _mm512_set1_pd(-0.0046817525926455324));
+    s = _mm512_fmadd_pd(s, t2, _mm512_set1_pd(0.07969262615597134));
+    s = _mm512_fmadd_pd(s, t2, _mm512_set1_pd(-0.645964097504324));
+    s = _mm512_fmadd_pd(s, t2, _mm512_set1_pd(1.570796326794892));
     __m512d c = _mm512_set1_pd(-2.4857074310015385e-05);
-    c = _mm512_add_pd(_mm512_mul_pd(c, t2), _mm512_set1_pd(0.0009191659062464877));
-    c = _mm512_sub_pd(_mm512_mul_pd(c, t2), _mm512_set1_pd(0.02086346903304004));
-    c = _mm512_add_pd(_mm512_mul_pd(c, t2), _mm512_set1_pd(0.25366950726448945));
-    c = _mm512_sub_pd(_mm512_mul_pd(c, t2), _mm512_set1_pd(1.2337005501249476));
+    c = _mm512_fmadd_pd(c, t2, _mm512_set1_pd(0.0009191659062464877));
+    c = _mm512_fmadd_pd(c, t2, _mm512_set1_pd(-0.02086346903304004));
+    c = _mm512_fmadd_pd(c, t2, _mm512_set1_pd(0.25366950726448945));
+    c = _mm512_fmadd_pd(c, t2, _mm512_set1_pd(-1.2337005501249476));
     /* pymf_flip_sign(sqrt, n << 62): 0x78 is the truth table of x ^ (y & z) */
     const __m512d radius = _mm512_castsi512_pd(_mm512_ternarylogic_epi64(
         _mm512_castpd_si512(_mm512_sqrt_pd(square_radius)), n_bits,
         _mm512_set1_epi64((long long)0x8000000000000000ull), 0x78));
     const __m512d along_sin = _mm512_mul_pd(radius, _mm512_mul_pd(s, signed_t));
-    const __m512d along_cos = _mm512_mul_pd(radius, _mm512_add_pd(_mm512_mul_pd(c, t2), one));
+    const __m512d along_cos = _mm512_mul_pd(radius, _mm512_fmadd_pd(c, t2, one));
     const __mmask8 odd = _mm512_test_epi64_mask(n_bits, _mm512_set1_epi64(1ll << 62));
     *z0 = _mm512_mask_blend_pd(odd, along_cos, along_sin);
     *z1 = _mm512_mask_blend_pd(odd, along_sin, along_cos);

@@ -74,9 +74,21 @@ PYMF_HD double pymf_uniform_open(uint32_t x)
  * degree-5 near-minimax fit of -2 (log1p(r) - r + r^2/2) / r^3 on [-1/32, 1/16] (the factor
  * -2 is exact in every coefficient), by Estrin's scheme (a shorter dependency chain).
  * Near u = 1 (e = -1, i = 15) r = m / 2 - 1 is exact and e (-2 log 2) + T_15 = 0 exactly,
- * so the result keeps its relative accuracy where log u is near 0. The CPU's lane loops
- * look the constants up with one vector permutation each (core/src/philox.c); any lookup
- * gives the same bits. */
+ * so the result keeps its relative accuracy where log u is near 0 (with the fma below too:
+ * -1 (-2 log 2) is exact). The CPU's lane loops look the constants up with one vector
+ * permutation each (core/src/philox.c); any lookup gives the same bits.
+ *
+ * Every product-and-sum here and in the angle's polynomials (pymf_box_muller_rotate) is one
+ * explicit C99 fma(): one rounding instead of two, and one operation instead of two on the
+ * CPU's vector floating-point port, which bounds the noise's speed (AVX-512 Xeons run
+ * 512-bit arithmetic on one port). An explicit fma() is correctly rounded on every machine
+ * (an FMA instruction in the x86-64-v3 / v4 clones and _mm512_fmadd_pd / _mm256_fmadd_pd in
+ * core/src/philox.c's vector code, glibc's exact software fma in the baseline clone, CUDA's
+ * fma on a GPU), so all of them give the same bits, as pymf/linalg.h's fused dot products
+ * do; floating-point contraction stays off in the C build (-std=c99), so the compiler fuses
+ * nothing else. The products left unfused are exact (2 r, the angle's scalings by powers of
+ * 2) or feed no sum (r^2, r^4, t^2 and the radius times sin and cos), so nvcc's contraction
+ * of a * b + c cannot change them either. */
 #define PYMF_LOG_INVERSE_C                                                                     \
     {1.0, 0.9142857142857143, 0.8648648648648649, 0.8205128205128205, 0.7804878048780488,     \
      0.7441860465116279, 0.7111111111111111, 0.6808510638297872, 0.6530612244897959,          \
@@ -117,12 +129,13 @@ PYMF_HD double pymf_minus_2_log_reduced(double u, double inverse_c, double minus
     bits = (bits & 0x000FFFFFFFFFFFFFull) | 0x3FF0000000000000ull;
     double m;
     memcpy(&m, &bits, sizeof m);
-    const double r = m * inverse_c - 1.0, r2 = r * r;
-    const double p = (0.22535547070136794 * r - 0.2852807523429813) * (r2 * r2) +
-                     ((0.33336853848956083 * r - 0.40000097204103835) * r2 +
-                      (0.49999998770775955 * r - 0.6666666663370293));
-    const double minus_2_log1p_r = (p * r + 1.0) * r2 - 2.0 * r;
-    return (exponent * -1.3862943611198906 + minus_2_log_c) + minus_2_log1p_r;
+    /* every product-and-sum one fma (the comment on the constants above says why) */
+    const double r = fma(m, inverse_c, -1.0), r2 = r * r;
+    const double p = fma(fma(0.22535547070136794, r, -0.2852807523429813), r2 * r2,
+                         fma(fma(0.33336853848956083, r, -0.40000097204103835), r2,
+                             fma(0.49999998770775955, r, -0.6666666663370293)));
+    const double minus_2_log1p_r = fma(fma(p, r, 1.0), r2, -2.0 * r);
+    return fma(exponent, -1.3862943611198906, minus_2_log_c) + minus_2_log1p_r;
 }
 
 PYMF_HD double pymf_minus_2_log_unit(double u)
@@ -142,13 +155,14 @@ PYMF_HD double pymf_minus_2_log_unit(double u)
  * one register-resident loop: core/src/philox.c), each short enough for out-of-order
  * execution to overlap the lanes' long dependency chains (polynomials, sqrt). The only
  * operation on the slow divider unit is the radius's sqrt, which overlaps the polynomials'
- * multiplications and additions.
+ * fused multiply-adds.
  *
  * The angle 2 pi u_b is cut exactly into n quarter turns and a remainder: t = 4 u_b - n in
  * [-1/2, 1/2] (4 u_b is exact, adding 2^52 + 2^51 rounds it to its nearest integer n and
  * leaves n in the sum's low mantissa bits, t is exact). sin(pi t / 2) = t S(t^2) and
  * cos(pi t / 2) = 1 + t^2 C(t^2) are near-minimax polynomials to t^11 and t^10 (absolute
- * errors 4e-15 and 6e-14, bench/box_muller_fits.py); with R = sqrt(L), b = R cos(pi t / 2)
+ * errors 4e-15 and 6e-14, bench/box_muller_fits.py), evaluated by Horner's rule with each
+ * step, and 1 + t^2 C, one fma (see the log above); with R = sqrt(L), b = R cos(pi t / 2)
  * and a = R sin(pi t / 2), the pair (R cos, R sin)(2 pi u_b) is (b, a), (-a, b), (-b, -a)
  * or (a, -b) for n mod 4 = 0 .. 3: odd n flip the sign of t (so of a) and swap the two,
  * n mod 4 = 2, 3 flip the sign of R (so of both); sign flips are exact bit operations, the
@@ -185,20 +199,21 @@ PYMF_HD void pymf_box_muller_rotate(double square_radius, uint32_t b, double *z0
     const double t = quarters - (shifted - 6755399441055744.0), t2 = t * t;
     uint64_t n;
     memcpy(&n, &shifted, sizeof n);
+    /* Horner, each step one fma (the comment on the log's constants says why) */
     double s = -3.556381664733624e-06;
-    s = s * t2 + 0.00016042926595779118;
-    s = s * t2 - 0.0046817525926455324;
-    s = s * t2 + 0.07969262615597134;
-    s = s * t2 - 0.645964097504324;
-    s = s * t2 + 1.570796326794892;
+    s = fma(s, t2, 0.00016042926595779118);
+    s = fma(s, t2, -0.0046817525926455324);
+    s = fma(s, t2, 0.07969262615597134);
+    s = fma(s, t2, -0.645964097504324);
+    s = fma(s, t2, 1.570796326794892);
     double c = -2.4857074310015385e-05;
-    c = c * t2 + 0.0009191659062464877;
-    c = c * t2 - 0.02086346903304004;
-    c = c * t2 + 0.25366950726448945;
-    c = c * t2 - 1.2337005501249476;
+    c = fma(c, t2, 0.0009191659062464877);
+    c = fma(c, t2, -0.02086346903304004);
+    c = fma(c, t2, 0.25366950726448945);
+    c = fma(c, t2, -1.2337005501249476);
     const double radius = pymf_flip_sign(sqrt(square_radius), n << 62); /* n mod 4 = 2, 3 */
     const double along_sin = radius * (s * pymf_flip_sign(t, n << 63)); /* odd n */
-    const double along_cos = radius * (c * t2 + 1.0);
+    const double along_cos = radius * fma(c, t2, 1.0);
     /* odd n swap the two: a bit mask rather than a select, which SSE2 (no 64-bit compare)
      * would not vectorise */
     const uint64_t odd = 0 - (n & 1);
