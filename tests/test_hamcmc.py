@@ -231,10 +231,15 @@ def test_hamcmc_samples_the_exact_posterior(problem, batch_size):
 def test_hamcmc_with_scaled_gamma_samples_the_exact_posterior(problem):
     """As above with scaled_gamma=True (H^0 from the newest pair; gamma = 1 / largest
     curvature only for the 2M Langevin steps), minibatches of a quarter of the data, 4
-    chains of 100,000 iterations."""
+    chains of 400,000 iterations. Why 400,000: with 100,000 the power check was weak. On
+    the first seeds 100, 200, ..., 2000 (not this test's 60) the 15 % wider posterior was
+    rejected by only 13 of 20 runs at 100,000 iterations, 19 of 20 at 200,000 and 20 of 20
+    at 400,000 (smallest max |z| 6.27 against the critical 3.86), while the exact posterior
+    passed all 60 runs; seed 60 itself failed the power check at 100,000 (3.81) after the
+    noise's polynomials became explicit fmas (issue 20), a change of the last bits."""
     sampler = pymf.HAMCMC(memory=4, gamma=_inverse_largest_curvature(problem),
                           scaled_gamma=True, step_size=0.01, batch_size=0.25)
-    _assert_exact_moments(problem, sampler, 100_000, 60)
+    _assert_exact_moments(problem, sampler, 400_000, 60)
 
 
 def test_same_seed_same_chain_other_seed_other_chain(problem):
