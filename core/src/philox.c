@@ -76,9 +76,9 @@ static void philox_lanes_portable(int n, uint32_t *c0, uint32_t *c1, uint32_t *c
         __m##width##i hi0_, lo0_, hi1_, lo1_;                                                 \
         PHILOX_MULHILO_##width(a, m0, hi0_, lo0_);                                            \
         PHILOX_MULHILO_##width(c, m1, hi1_, lo1_);                                            \
-        a = PHILOX_XOR3_##width(hi1_, b, key0v);                         \
+        a = PHILOX_XOR3_##width(hi1_, b, key0v);                                              \
         b = lo1_;                                                                             \
-        c = PHILOX_XOR3_##width(hi0_, d, key1v);                         \
+        c = PHILOX_XOR3_##width(hi0_, d, key1v);                                              \
         d = lo0_;                                                                             \
     } while (0)
 
@@ -172,51 +172,14 @@ static void philox_lanes(int n, uint32_t *c0, uint32_t *c1, uint32_t *c2, uint32
     philox_lanes_portable(n - done, c0 + done, c1 + done, c2 + done, c3 + done, k0, k1);
 }
 
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(PYMF_NO_CLONES)
-/* The log's interval constants for 8 words at a time: each 16-entry table in two registers,
- * one vpermt2pd per lookup, which reads only the low four bits of each 64-bit index (u's
- * bits >> 48 need no mask). A gather of the same entries measured several times slower on
- * an Intel core. The uniform and its interval are pymf_uniform_open's and
- * pymf_log_interval's operations exactly (exact arithmetic and bit selection), and the
- * entries are philox.h's tables themselves, so the bits are those of the portable loop. */
-__attribute__((target("avx512f"))) static int log_constants_avx512(int n, const uint32_t *a,
-                                                                   double *inverse_c,
-                                                                   double *minus_2_log_c)
-{
-    const __m512d inverse_lo = _mm512_loadu_pd(pymf_log_inverse_c);
-    const __m512d inverse_hi = _mm512_loadu_pd(pymf_log_inverse_c + 8);
-    const __m512d log_lo = _mm512_loadu_pd(pymf_log_minus_2_log_c);
-    const __m512d log_hi = _mm512_loadu_pd(pymf_log_minus_2_log_c + 8);
-    const __m256i flip = _mm256_set1_epi32((int)0x80000000u);
-    const __m512d offset = _mm512_set1_pd(2147483648.5);
-    const __m512d scale = _mm512_set1_pd(2.3283064365386963e-10);
-    int l = 0;
-    for (; l + 8 <= n; l += 8) {
-        const __m256i words =
-            _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(a + l)), flip);
-        const __m512d u = _mm512_mul_pd(_mm512_add_pd(_mm512_cvtepi32_pd(words), offset), scale);
-        const __m512i index = _mm512_srli_epi64(_mm512_castpd_si512(u), 48);
-        _mm512_storeu_pd(inverse_c + l, _mm512_permutex2var_pd(inverse_lo, index, inverse_hi));
-        _mm512_storeu_pd(minus_2_log_c + l, _mm512_permutex2var_pd(log_lo, index, log_hi));
-    }
-    return l;
-}
-#endif
-
 /* inverse_c[l], minus_2_log_c[l]: the log's constants for the uniform of word a[l]
- * (pymf_minus_2_log_unit's lookup), with AVX-512 permutations where the CPU has them (here
- * only AVX-512F CPUs without AVX-512BW, which noise_lanes_avx512 needs; the portable loop
- * serves the rest: other CPUs, where the AVX2 clone of noise_rows loads the entries with
- * gathers, and the last n % 8 lanes) */
+ * (pymf_minus_2_log_unit's lookup) on CPUs without AVX-512 F and BW (with them
+ * noise_lanes_avx512 looks them up in registers); the AVX2 clone of noise_rows loads the
+ * entries with gathers */
 static inline void log_constants(int n, const uint32_t *restrict a, double *restrict inverse_c,
                                  double *restrict minus_2_log_c)
 {
-    int l = 0;
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(PYMF_NO_CLONES)
-    if (__builtin_cpu_supports("avx512f"))
-        l = log_constants_avx512(n, a, inverse_c, minus_2_log_c);
-#endif
-    for (; l < n; ++l) {
+    for (int l = 0; l < n; ++l) {
         const unsigned i = pymf_log_interval(pymf_uniform_open(a[l]));
         inverse_c[l] = pymf_log_inverse_c[i];
         minus_2_log_c[l] = pymf_log_minus_2_log_c[i];

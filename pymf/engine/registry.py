@@ -167,4 +167,3 @@ def _with_one_blas_thread(fn):
         with one_blas_thread():
             return fn(*args, **kwargs)
     return run
-
