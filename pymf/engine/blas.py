@@ -11,21 +11,15 @@ threads (n_threads) are unaffected. threadpoolctl finds the process's BLAS (Open
 BLIS) and puts its thread count back when the run ends, also on an exception."""
 import contextlib
 
-_controller = None
-
-
-def _blas_controller():
-    global _controller  # one scan of the loaded libraries per process
-    if _controller is None:
-        from threadpoolctl import ThreadpoolController
-        _controller = ThreadpoolController()
-    return _controller
-
 
 def one_blas_thread():
     """A context manager: BLAS limited to one thread inside it (nothing to do without a
-    threaded BLAS)."""
-    controller = _blas_controller()
+    threaded BLAS). The loaded libraries are scanned at every run (about 1 ms), not once
+    per process: a BLAS loaded after the first run (SciPy brings its own OpenBLAS beside
+    NumPy's) must be limited too."""
+    from threadpoolctl import ThreadpoolController
+
+    controller = ThreadpoolController()
     if not controller.select(user_api="blas").lib_controllers:
         return contextlib.nullcontext()
     return controller.limit(limits=1, user_api="blas")
