@@ -271,3 +271,42 @@ def test_a_run_holds_blas_to_one_thread_and_gives_it_back():
                     callback=lambda info: seen.append(blas_threads()))
         assert set(blas_threads()) == {2}
     assert seen and all(set(threads) == {1} for threads in seen)
+
+
+def test_a_blas_loaded_after_the_first_run_is_held_to_one_thread_too(tmp_path):
+    """pymf.engine.blas scans the loaded BLAS libraries at every run: SciPy's own OpenBLAS,
+    loaded only after a first run (in a fresh process, so that no other test loaded it
+    first), is held to one thread in the second run like NumPy's. A scan cached at the
+    first run left it at 2 ([[1, 2], ...])."""
+    import subprocess
+    import sys
+    script = tmp_path / "late_blas.py"
+    script.write_text("""
+import sys
+from threadpoolctl import threadpool_info, threadpool_limits
+import pymf
+
+def pools():
+    return {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+V, _, _ = pymf.datasets.make_tweedie_nmf(24, 20, 2, beta=1.0, seed=0)
+run = dict(n_samples=2, trace_every=1, seed=0, progress=False)
+model, sampler = pymf.TweedieNMF(2), pymf.PSGLD(blocks=2, step_size=1e-3)
+pymf.sample(model, V, sampler, **run)
+before = len(pools())
+import scipy.linalg  # noqa: F401  (brings SciPy's own BLAS)
+after = len(pools())
+seen = []
+with threadpool_limits(limits=2, user_api="blas"):
+    pymf.sample(model, V, sampler, callback=lambda info: seen.append(pools()), **run)
+print(before, after, seen)
+if after <= before:
+    print("SKIP: SciPy shares NumPy's BLAS here")
+    sys.exit(0)
+assert seen and all(set(p.values()) == {1} for p in seen), seen
+""")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         env=dict(os.environ), timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    if "SKIP" in out.stdout:
+        pytest.skip("SciPy uses NumPy's BLAS library in this install: no second library to load")
