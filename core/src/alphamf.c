@@ -119,7 +119,8 @@ static double gg_neg_dlog(double x, double a, double b, double p)
 
 /* Runs the statement given for each observed entry of block (b, c), with e its index (Phi's
  * and the uniforms'), (i, j) its grid position and x its value: the dense and sparse
- * layouts share one body. */
+ * layouts share one body, compiled once per sparse entry format (blocks.h). The body must
+ * not `break` (it would leave the format switch, not the loop). */
 #define FOR_BLOCK_ENTRIES(data, b, c, ...)                                                     \
     do {                                                                                       \
         const pymf_grid *g_ = (data)->grid;                                                    \
@@ -133,11 +134,14 @@ static double gg_neg_dlog(double x, double a, double b, double p)
                 }                                                                              \
         } else {                                                                               \
             const int64_t blk_ = (int64_t)(b) * g_->n_blocks + (c);                            \
-            for (int64_t e = (data)->block_ptr[blk_]; e < (data)->block_ptr[blk_ + 1]; ++e) {  \
-                const int64_t i = (data)->rows[e], j = (data)->cols[e];                        \
-                const double x = (data)->vals[e];                                              \
-                __VA_ARGS__                                                                           \
-            }                                                                                  \
+            const int64_t e0_ = (data)->block_ptr[blk_], e1_ = (data)->block_ptr[blk_ + 1];    \
+            PYMF_FOR_ENTRY_FORMAT((data)->format, F_,                                          \
+                for (int64_t e = e0_; e < e1_; ++e) {                                          \
+                    const int64_t i = pymf_entry_row_as((data), e, F_);                        \
+                    const int64_t j = pymf_entry_col_as((data), e, F_);                        \
+                    const double x = pymf_entry_value_as((data), e, F_);                       \
+                    __VA_ARGS__                                                                \
+                })                                                                             \
         }                                                                                      \
     } while (0)
 

@@ -1,5 +1,7 @@
 #include "pymf/blocks.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,9 +91,11 @@ void pymf_blocked_free(pymf_blocked_data *data)
     if (data == NULL)
         return;
     free(data->V);
-    free(data->rows);
-    free(data->cols);
-    free(data->vals);
+    free(data->index);
+    free(data->row_idx);
+    free(data->col_idx);
+    free(data->vals_f32);
+    free(data->vals_f64);
     free(data->block_ptr);
     memset(data, 0, sizeof(*data));
 }
@@ -137,9 +141,30 @@ static int rows_nondecreasing(int64_t nnz, const int64_t *rows)
     return 1;
 }
 
+/* The bits that hold 0 .. x (x >= 0): 0 for x = 0. */
+static int bits_for(int64_t x)
+{
+    int bits = 0;
+    while (bits < 63 && (x >> bits) != 0)
+        ++bits;
+    return bits;
+}
+
+/* 1 when every value survives a round trip through float, so storing floats loses nothing.
+ * The range test comes first: converting a double beyond FLT_MAX to float is undefined. */
+static int all_float_exact(int64_t nnz, const double *vals)
+{
+    for (int64_t e = 0; e < nnz; ++e) {
+        const double v = vals[e];
+        if (!(fabs(v) <= FLT_MAX) || (double)(float)v != v)
+            return 0;
+    }
+    return 1;
+}
+
 pymf_status pymf_blocked_from_sparse(pymf_blocked_data *data, const pymf_grid *grid,
                                      int64_t nnz, const int64_t *rows, const int64_t *cols,
-                                     const double *vals, pymf_error *err)
+                                     const double *vals, int formats, pymf_error *err)
 {
     memset(data, 0, sizeof(*data));
     const int B = grid->n_blocks;
@@ -157,9 +182,30 @@ pymf_status pymf_blocked_from_sparse(pymf_blocked_data *data, const pymf_grid *g
      * rows in order and each row's entries in grid-column order, so the only scratch besides
      * O(I + J + B^2) counters is one row's entries -- and, for input not sorted by row (Ratings
      * always is), an index of the entries by row (8 bytes an entry). */
-    data->rows = malloc(sizeof(int32_t) * n);
-    data->cols = malloc(sizeof(int32_t) * n);
-    data->vals = malloc(sizeof(double) * n);
+    /* The format is chosen before the layout is allocated, so the set-up never holds two. */
+    const int row_bits = bits_for(I - 1), col_bits = bits_for(J - 1);
+    data->format = ((formats & PYMF_ENTRY_PACKED) && row_bits + col_bits <= 32
+                        ? PYMF_ENTRY_PACKED : 0) |
+                   ((formats & PYMF_ENTRY_FLOAT) && all_float_exact(nnz, vals)
+                        ? PYMF_ENTRY_FLOAT : 0);
+    data->col_bits = col_bits;
+    const int packed = data->format & PYMF_ENTRY_PACKED, single = data->format & PYMF_ENTRY_FLOAT;
+    int layout_ok;
+    if (packed) {
+        data->index = malloc(sizeof(uint32_t) * n);
+        layout_ok = data->index != NULL;
+    } else {
+        data->row_idx = malloc(sizeof(int32_t) * n);
+        data->col_idx = malloc(sizeof(int32_t) * n);
+        layout_ok = data->row_idx != NULL && data->col_idx != NULL;
+    }
+    if (single) {
+        data->vals_f32 = malloc(sizeof(float) * n);
+        layout_ok &= data->vals_f32 != NULL;
+    } else {
+        data->vals_f64 = malloc(sizeof(double) * n);
+        layout_ok &= data->vals_f64 != NULL;
+    }
     data->block_ptr = calloc((size_t)B * B + 1, sizeof(int64_t));
     int32_t *piece_of_row = malloc(sizeof(int32_t) * (size_t)I);
     int32_t *piece_of_col = malloc(sizeof(int32_t) * (size_t)J);
@@ -168,7 +214,7 @@ pymf_status pymf_blocked_from_sparse(pymf_blocked_data *data, const pymf_grid *g
     const int sorted = rows_nondecreasing(nnz, rows);
     int64_t *by_row = sorted ? NULL : malloc(sizeof(int64_t) * n);
     row_entry *row = NULL;
-    if (!data->rows || !data->cols || !data->vals || !data->block_ptr || !piece_of_row ||
+    if (!layout_ok || !data->block_ptr || !piece_of_row ||
         !piece_of_col || !row_ptr || !cursor || (!sorted && !by_row))
         goto cleanup;
     for (int b = 0; b < B; ++b) {
@@ -217,9 +263,16 @@ pymf_status pymf_blocked_from_sparse(pymf_blocked_data *data, const pymf_grid *g
         int64_t *cursor_of_piece = cursor + (int64_t)piece_of_row[p] * B;
         for (int64_t k = 0; k < length; ++k) {
             const int64_t dst = cursor_of_piece[piece_of_col[row[k].col]]++;
-            data->rows[dst] = (int32_t)p;
-            data->cols[dst] = row[k].col;
-            data->vals[dst] = row[k].val;
+            if (packed)
+                data->index[dst] = (uint32_t)(((uint64_t)p << col_bits) | (uint64_t)row[k].col);
+            else {
+                data->row_idx[dst] = (int32_t)p;
+                data->col_idx[dst] = row[k].col;
+            }
+            if (single)
+                data->vals_f32[dst] = (float)row[k].val;
+            else
+                data->vals_f64[dst] = row[k].val;
         }
     }
     status = PYMF_OK;
@@ -235,6 +288,27 @@ cleanup:
         return pymf_fail(err, status, "out of memory bucketing %lld entries", (long long)nnz);
     }
     return PYMF_OK;
+}
+
+void pymf_blocked_entries(const pymf_blocked_data *data, int32_t *rows, int32_t *cols,
+                          double *vals)
+{
+    for (int64_t e = 0; e < data->nnz; ++e) {
+        rows[e] = (int32_t)pymf_entry_row(data, e);
+        cols[e] = (int32_t)pymf_entry_col(data, e);
+        vals[e] = pymf_entry_value(data, e);
+    }
+}
+
+void pymf_blocked_line_counts(const pymf_blocked_data *data, int64_t *row_counts,
+                              int64_t *col_counts)
+{
+    memset(row_counts, 0, sizeof(int64_t) * (size_t)data->grid->n_rows);
+    memset(col_counts, 0, sizeof(int64_t) * (size_t)data->grid->n_cols);
+    for (int64_t e = 0; e < data->nnz; ++e) {
+        row_counts[pymf_entry_row(data, e)]++;
+        col_counts[pymf_entry_col(data, e)]++;
+    }
 }
 
 int64_t pymf_block_size(const pymf_blocked_data *data, int b, int c)

@@ -66,9 +66,9 @@ static double entry_value(const pymf_blocked_data *d, int b, int c, int64_t e, i
         return d->V[*i * g->n_cols + *j];
     }
     const int64_t at = d->block_ptr[(int64_t)b * g->n_blocks + c] + e;
-    *i = d->rows[at];
-    *j = d->cols[at];
-    return d->vals[at];
+    *i = pymf_entry_row(d, at);
+    *j = pymf_entry_col(d, at);
+    return pymf_entry_value(d, at);
 }
 
 pymf_gibbs_nmf *pymf_gibbs_nmf_create(const pymf_nmf_model *model, const pymf_blocked_data *data,

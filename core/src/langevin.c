@@ -295,9 +295,9 @@ static void sgld_gradient(pymf_langevin *s, int64_t t)
             j = s->batch[m] % g->n_cols;
             v = d->V[s->batch[m]];
         } else {
-            i = d->rows[s->batch[m]];
-            j = d->cols[s->batch[m]];
-            v = d->vals[s->batch[m]];
+            i = pymf_entry_row(d, s->batch[m]);
+            j = pymf_entry_col(d, s->batch[m]);
+            v = pymf_entry_value(d, s->batch[m]);
         }
         const double *w = s->W + i * K, *h = s->Ht + j * K;
         const double mu = pymf_tweedie_floor_mu(pymf_dot(w, h, K), beta);
@@ -634,12 +634,14 @@ pymf_status pymf_langevin_fisher_block(const pymf_langevin *s, int b, int c, dou
                              fisher_Ht ? fisher_Ht + (j - c0) * KK : NULL);
     } else {
         const int64_t blk = (int64_t)b * B + c;
-        for (int64_t e = d->block_ptr[blk]; e < d->block_ptr[blk + 1]; ++e) {
-            const int64_t i = d->rows[e], j = d->cols[e];
-            fisher_entry(K, beta, s->W + i * K, s->Ht + j * K,
-                         fisher_W ? fisher_W + (i - r0) * KK : NULL,
-                         fisher_Ht ? fisher_Ht + (j - c0) * KK : NULL);
-        }
+        const int64_t e0 = d->block_ptr[blk], e1 = d->block_ptr[blk + 1];
+        PYMF_FOR_ENTRY_FORMAT(d->format, F,
+            for (int64_t e = e0; e < e1; ++e) {
+                const int64_t i = pymf_entry_row_as(d, e, F), j = pymf_entry_col_as(d, e, F);
+                fisher_entry(K, beta, s->W + i * K, s->Ht + j * K,
+                             fisher_W ? fisher_W + (i - r0) * KK : NULL,
+                             fisher_Ht ? fisher_Ht + (j - c0) * KK : NULL);
+            })
     }
     return PYMF_OK;
 }

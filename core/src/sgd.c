@@ -61,9 +61,9 @@ static void block_entry(const pymf_blocked_data *d, int b, int c, int64_t e, int
         *v = d->V[*i * g->n_cols + *j];
     } else {
         const int64_t at = d->block_ptr[(int64_t)b * g->n_blocks + c] + e;
-        *i = d->rows[at];
-        *j = d->cols[at];
-        *v = d->vals[at];
+        *i = pymf_entry_row(d, at);
+        *j = pymf_entry_col(d, at);
+        *v = pymf_entry_value(d, at);
     }
 }
 
@@ -246,9 +246,9 @@ static int sgd_batch(pymf_sgd *s, double eps, int64_t t)
             j = idx % g->n_cols;
             v = d->V[idx];
         } else {
-            i = d->rows[idx];
-            j = d->cols[idx];
-            v = d->vals[idx];
+            i = pymf_entry_row(d, idx);
+            j = pymf_entry_col(d, idx);
+            v = pymf_entry_value(d, idx);
         }
         finite &= sgd_entry(s, i, j, v, eps);
     }

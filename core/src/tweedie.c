@@ -137,15 +137,18 @@ static void block_grad(const pymf_tweedie *lik, const pymf_blocked_data *data, i
         return;
     }
     const int64_t blk = (int64_t)b * grid->n_blocks + c;
-    for (int64_t e = data->block_ptr[blk]; e < data->block_ptr[blk + 1]; ++e) {
-        const double *w = W + (int64_t)data->rows[e] * K;
-        const double *h = Ht + (int64_t)data->cols[e] * K;
-        const double mu = pymf_tweedie_floor_mu(pymf_dot_fused(w, h, K), beta);
-        const double g = coef * pymf_tweedie_dlogp_dmu_floored(data->vals[e], mu, beta, 1.0);
-        double *gw = gW + (int64_t)data->rows[e] * K;
-        double *gh = gHt + (int64_t)data->cols[e] * K;
-        pymf_axpy2_fused(K, g, h, gw, w, gh);
-    }
+    const int64_t e0 = data->block_ptr[blk], e1 = data->block_ptr[blk + 1];
+    /* one loop per entry format: no format test per entry */
+    PYMF_FOR_ENTRY_FORMAT(data->format, F,
+        for (int64_t e = e0; e < e1; ++e) {
+            const int64_t i = pymf_entry_row_as(data, e, F), j = pymf_entry_col_as(data, e, F);
+            const double *w = W + i * K;
+            const double *h = Ht + j * K;
+            const double mu = pymf_tweedie_floor_mu(pymf_dot_fused(w, h, K), beta);
+            const double g = coef * pymf_tweedie_dlogp_dmu_floored(
+                                        pymf_entry_value_as(data, e, F), mu, beta, 1.0);
+            pymf_axpy2_fused(K, g, h, gW + i * K, w, gHt + j * K);
+        })
 }
 
 void pymf_tweedie_block_grad(const pymf_tweedie *lik, const pymf_blocked_data *data, int b,
@@ -176,11 +179,14 @@ double pymf_tweedie_block_loglik(const pymf_tweedie *lik, const pymf_blocked_dat
                                               lik->beta);
     } else {
         const int64_t blk = (int64_t)b * grid->n_blocks + c;
-        for (int64_t e = data->block_ptr[blk]; e < data->block_ptr[blk + 1]; ++e)
-            total += pymf_beta_divergence(
-                data->vals[e],
-                pymf_dot(W + (int64_t)data->rows[e] * K, Ht + (int64_t)data->cols[e] * K, K),
-                lik->beta);
+        const int64_t e0 = data->block_ptr[blk], e1 = data->block_ptr[blk + 1];
+        PYMF_FOR_ENTRY_FORMAT(data->format, F,
+            for (int64_t e = e0; e < e1; ++e)
+                total += pymf_beta_divergence(
+                    pymf_entry_value_as(data, e, F),
+                    pymf_dot(W + pymf_entry_row_as(data, e, F) * K,
+                             Ht + pymf_entry_col_as(data, e, F) * K, K),
+                    lik->beta);)
     }
     return -total / lik->phi;
 }

@@ -2,7 +2,7 @@
 import numpy as np
 
 cimport numpy as cnp
-from libc.stdint cimport int64_t
+from libc.stdint cimport int32_t, int64_t
 
 from pymf._core cimport pymf_error, pymf_error_clear
 from pymf._status cimport check
@@ -46,9 +46,17 @@ cdef class BlockedData:
 
     @staticmethod
     def from_sparse(const int64_t[::1] rows, const int64_t[::1] cols, const double[::1] vals, shape,
-                    int n_blocks, bint permute=False, unsigned long seed=0):
+                    int n_blocks, bint permute=False, unsigned long seed=0,
+                    _compact=("packed", "float32")):
+        """The entries laid out in the most compact lossless format (entry_format). Only
+        tests pass `_compact`: the compact formats the layout may use (a subset of
+        ("packed", "float32")), to run the same data in a wider format."""
         cdef BlockedData self = BlockedData.__new__(BlockedData)
         cdef pymf_error err
+        if not set(_compact) <= {"packed", "float32"}:
+            raise ValueError(f"_compact takes 'packed' and 'float32', not {_compact!r}")
+        cdef int formats = ((PYMF_ENTRY_PACKED if "packed" in _compact else 0) |
+                            (PYMF_ENTRY_FLOAT if "float32" in _compact else 0))
         cdef int64_t nnz = rows.shape[0]
         if cols.shape[0] != nnz or vals.shape[0] != nnz:
             raise ValueError("rows, cols and vals must have the same length")
@@ -59,7 +67,7 @@ cdef class BlockedData:
         pymf_error_clear(&err)
         with nogil:
             pymf_blocked_from_sparse(&self.data, &self.grid, nnz, rows_ptr, cols_ptr, vals_ptr,
-                                     &err)
+                                     formats, &err)
         check(&err)
         self.ready = True
         return self
@@ -111,28 +119,53 @@ cdef class BlockedData:
         return np.array([pymf_part_size(&self.data, p) for p in range(self.grid.n_blocks)],
                         dtype=np.int64)
 
+    @property
+    def entry_format(self):
+        """How the sparse entries are stored, as (index, values): index "packed" (one uint32
+        an entry, grid row and column side by side: when their bits add up to at most 32)
+        or "int32" (two int32 arrays), values "float32" (when every value is exactly a
+        float32) or "float64". None for dense data. Both choices are lossless."""
+        if self.data.is_dense:
+            return None
+        return ("packed" if self.data.format & PYMF_ENTRY_PACKED else "int32",
+                "float32" if self.data.format & PYMF_ENTRY_FLOAT else "float64")
+
+    @property
+    def entry_bytes(self):
+        """Bytes a sparse entry takes in the layout (8 to 16); None for dense data."""
+        if self.data.is_dense:
+            return None
+        return ((4 if self.data.format & PYMF_ENTRY_PACKED else 8) +
+                (4 if self.data.format & PYMF_ENTRY_FLOAT else 8))
+
     def line_counts(self):
         """(per grid row, per grid column): the number of observed entries of each row and
         column of the grid (int64), counted without copying the entries."""
-        cdef int64_t n = self.data.nnz
         cdef int64_t I = self.grid.n_rows, J = self.grid.n_cols
         if self.data.is_dense:
             return np.full(I, J, dtype=np.int64), np.full(J, I, dtype=np.int64)
-        if n == 0:
-            return np.zeros(I, dtype=np.int64), np.zeros(J, dtype=np.int64)
-        return (np.bincount(np.asarray(<cnp.int32_t[:n]> self.data.rows), minlength=I),
-                np.bincount(np.asarray(<cnp.int32_t[:n]> self.data.cols), minlength=J))
+        cdef cnp.ndarray[int64_t, ndim=1] row_counts = np.zeros(I, dtype=np.int64)
+        cdef cnp.ndarray[int64_t, ndim=1] col_counts = np.zeros(J, dtype=np.int64)
+        if self.data.nnz > 0:
+            with nogil:
+                pymf_blocked_line_counts(&self.data, <int64_t *> row_counts.data,
+                                         <int64_t *> col_counts.data)
+        return row_counts, col_counts
 
     def sparse_entries(self):
-        """(rows, cols, vals) in grid order and block layout (copies), for tests."""
+        """(rows, cols, vals) in grid order and block layout: int32, int32, float64 arrays
+        decoded from whatever format the layout stores (copies), for tests and the GPU."""
         if self.data.is_dense:
             raise ValueError("dense data has no entry list")
-        n = self.data.nnz
-        if n == 0:
-            return (np.empty(0, np.int32), np.empty(0, np.int32), np.empty(0))
-        return (np.asarray(<cnp.int32_t[:n]> self.data.rows).copy(),
-                np.asarray(<cnp.int32_t[:n]> self.data.cols).copy(),
-                np.asarray(<double[:n]> self.data.vals).copy())
+        cdef int64_t n = self.data.nnz
+        cdef cnp.ndarray[cnp.int32_t, ndim=1] rows = np.empty(n, dtype=np.int32)
+        cdef cnp.ndarray[cnp.int32_t, ndim=1] cols = np.empty(n, dtype=np.int32)
+        cdef cnp.ndarray[double, ndim=1] vals = np.empty(n, dtype=np.float64)
+        if n > 0:
+            with nogil:
+                pymf_blocked_entries(&self.data, <int32_t *> rows.data, <int32_t *> cols.data,
+                                     <double *> vals.data)
+        return rows, cols, vals
 
     def dense_values(self):
         """V in grid order (a copy), for tests."""
