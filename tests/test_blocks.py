@@ -90,6 +90,26 @@ def test_layout_is_block_then_row_major_for_any_input_order(input_order, permute
         assert np.array_equal(got, want)
 
 
+@pytest.mark.parametrize("shape", [(9, 3000), (7, 70000), (5, 256), (6, 257)])
+def test_layout_of_long_rows_is_block_then_row_major(shape):
+    # rows of hundreds of entries: the layout sorts a row by grid column with a radix sort on
+    # 8-bit digits past 32 entries (2 passes for 3000 and 257 columns, 3 for 70000, 1 for 256)
+    rng = np.random.default_rng(11)
+    n_rows, n_cols = shape
+    per_row = min(n_cols, 600)
+    rows = np.repeat(np.arange(n_rows, dtype=np.int64), per_row)
+    cols = np.concatenate([rng.choice(n_cols, per_row, replace=False)
+                           for _ in range(n_rows)]).astype(np.int64)
+    vals = rng.random(rows.size)
+    order = rng.permutation(rows.size)
+    for permute in (False, True):
+        data = _blocks.BlockedData.from_sparse(rows[order], cols[order], vals[order], shape,
+                                               3, permute, 7)
+        expected = reference_layout(rows[order], cols[order], vals[order], data)
+        for got, want in zip(data.sparse_entries(), expected):
+            assert np.array_equal(got, want)
+
+
 def test_layout_with_empty_rows_and_a_wrong_layout_fails_the_reference():
     # rows with no entries, and the power check: swapping two entries of a block is caught
     rows = np.array([4, 0, 4, 2, 0], dtype=np.int64)
