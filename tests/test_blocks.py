@@ -73,6 +73,11 @@ def reference_layout(rows, cols, vals, data):
     return g_rows[order], g_cols[order], vals[order]
 
 
+def assert_layout_is_the_reference(data, rows, cols, vals):
+    for got, want in zip(data.sparse_entries(), reference_layout(rows, cols, vals, data)):
+        assert np.array_equal(got, want)
+
+
 @pytest.mark.parametrize("input_order", ["row-major", "shuffled", "column-major"])
 @pytest.mark.parametrize("permute", [False, True])
 @pytest.mark.parametrize("n_blocks", [1, 2, 4])
@@ -85,9 +90,7 @@ def test_layout_is_block_then_row_major_for_any_input_order(input_order, permute
              "column-major": np.lexsort((rows, cols))}[input_order]
     rows, cols, vals = rows[order], cols[order], vals[order]
     data = _blocks.BlockedData.from_sparse(rows, cols, vals, shape, n_blocks, permute, 7)
-    expected = reference_layout(rows, cols, vals, data)
-    for got, want in zip(data.sparse_entries(), expected):
-        assert np.array_equal(got, want)
+    assert_layout_is_the_reference(data, rows, cols, vals)
 
 
 @pytest.mark.parametrize("shape", [(9, 3000), (7, 70000), (5, 256), (6, 257)])
@@ -105,9 +108,7 @@ def test_layout_of_long_rows_is_block_then_row_major(shape):
     for permute in (False, True):
         data = _blocks.BlockedData.from_sparse(rows[order], cols[order], vals[order], shape,
                                                3, permute, 7)
-        expected = reference_layout(rows[order], cols[order], vals[order], data)
-        for got, want in zip(data.sparse_entries(), expected):
-            assert np.array_equal(got, want)
+        assert_layout_is_the_reference(data, rows[order], cols[order], vals[order])
 
 
 def test_layout_with_empty_rows_and_a_wrong_layout_fails_the_reference():
@@ -178,8 +179,7 @@ def test_wider_formats_on_request_and_dense_data_has_none():
         data = _blocks.BlockedData.from_sparse(rows, cols, vals, shape, 3, True, 1, _compact=compact)
         assert data.entry_format == ("packed" if "packed" in compact else "int32",
                                      "float32" if "float32" in compact else "float64")
-        for g, w in zip(data.sparse_entries(), reference_layout(rows, cols, vals, data)):
-            assert np.array_equal(g, w)
+        assert_layout_is_the_reference(data, rows, cols, vals)
     with pytest.raises(ValueError, match="_compact"):
         _blocks.BlockedData.from_sparse(rows, cols, vals, shape, 3, _compact=("float16",))
     dense = _blocks.BlockedData.from_dense(np.ones((4, 3)), 2)

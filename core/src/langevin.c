@@ -176,16 +176,17 @@ int pymf_langevin_part(const pymf_langevin *s, int64_t t)
 }
 
 /* The Langevin move of rows [r0, r1) of one factor matrix (row-major, K columns), in place:
- * next holds the likelihood gradient on entry and
+ * next holds the likelihood gradient on entry and, on return,
  * next = cur + eps * (grad + prior gradient) + sqrt(2 eps) z, mirrored for the exponential
- * prior, on return (each coordinate reads its gradient before it is overwritten, so the
- * arithmetic is that of separate arrays). With step factors (factor, factor_sd = sqrt(factor), indexed as cur; NULL: none)
- * coordinate e moves by eps c_e (grad + prior gradient) + sqrt(2 eps) sqrt(c_e) z: the same
- * noise z, so a factor of 1 is the plain move. Returns 0 if any new value is not finite. */
+ * prior (each coordinate reads its gradient before it is overwritten, so the arithmetic is
+ * that of separate arrays). With step factors (factor, factor_sd = sqrt(factor), indexed as
+ * cur; NULL: none) coordinate e moves by eps c_e (grad + prior gradient) +
+ * sqrt(2 eps) sqrt(c_e) z: the same noise z, so a factor of 1 is the plain move. Returns 0
+ * if any new value is not finite. */
 PYMF_VECTOR_CLONES
-static int langevin_rows(const pymf_langevin *s, const double *cur, double *next, int64_t r0, int64_t r1, double eps, double lam,
-                         uint32_t stream, int64_t t, const double *factor,
-                         const double *factor_sd)
+static int langevin_rows(const pymf_langevin *s, const double *cur, double *next, int64_t r0,
+                         int64_t r1, double eps, double lam, uint32_t stream, int64_t t,
+                         const double *factor, const double *factor_sd)
 {
     const int K = s->model.likelihood.rank;
     const double noise_sd = sqrt(2.0 * eps);
