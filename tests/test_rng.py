@@ -149,6 +149,18 @@ def test_noise_is_standard_gaussian():
     assert not _looks_standard_gaussian(wrong)
 
 
+@pytest.mark.parametrize("rank", [4, 8, 16, 32, 64, 128, 12, 36, 10])
+@pytest.mark.parametrize("n_rows", [1, 5, 37, 300])
+def test_noise_equals_the_per_entry_generator_on_every_counter_path(rank, n_rows):
+    # With AVX-512, power-of-two group counts (rank 4, 8, ..., 128) compute each counter
+    # from its index in registers; other ranks go through the lane arrays (12, 36: whole
+    # groups; 10: the scatter). Counts of 1 to 9,600 counters cover partial and whole
+    # vectors, and a first row above 2^31 the row word's high bit.
+    seed, t, first_row = 0xFEDCBA9876543210, 2 ** 32 + 77, 3_000_000_000
+    got = _rng.noise(seed, _rng.STREAM_W, t, first_row, n_rows, rank)
+    assert np.array_equal(got, _rng.noise_scalar(seed, _rng.STREAM_W, t, first_row, n_rows, rank))
+
+
 def test_noise_depends_on_every_index_and_not_on_the_request():
     base = _rng.noise(1, _rng.STREAM_W, 5, 10, 4, 8)
     for other in (_rng.noise(2, _rng.STREAM_W, 5, 10, 4, 8), _rng.noise(1, _rng.STREAM_H, 5, 10, 4, 8),

@@ -387,37 +387,66 @@ gaussians16_avx512(const __m512i words[4], const log_tables_avx512 *tables, doub
                              8, 40);
 }
 
-/* Counters first .. first + 15 of c (those below n; zeros in the lanes past n) */
-__attribute__((target("avx512f"), always_inline)) static inline __m512i
-load16_avx512(const uint32_t *c, int first, int n)
+/* Where noise_lanes_avx512 takes its counters' words 0 and 1 from: lane arrays (c0 != NULL,
+ * noise_rows' general path), or computed from each counter's index q (first + lane) when the
+ * output is whole groups of consecutive rows and the group count is 2^group_bits: word 0 is
+ * the group, q mod 2^group_bits, and word 1 the row, first_row + (q >> group_bits), which
+ * are what the lane arrays would hold. The samplers ask for a few hundred counters per call
+ * (a tile of 16 rows at K = 32), and there filling the lane arrays cost about as much as a
+ * fifth of the noise itself. */
+typedef struct {
+    const uint32_t *c0, *c1;
+    uint32_t first_row;
+    int group_bits;
+} noise_counters;
+
+/* Words 0 and 1 of counters first .. first + 15 (those below n; from arrays, zeros in the
+ * lanes past n: their Gaussians are never stored) */
+__attribute__((target("avx512f"), always_inline)) static inline void
+counters16_avx512(const noise_counters *counters, uint32_t first, uint32_t n, __m512i *c0v,
+                  __m512i *c1v)
 {
-    if (first + 16 <= n)
-        return _mm512_loadu_si512((const void *)(c + first));
-    return _mm512_maskz_loadu_epi32((__mmask16)((1u << (n - first)) - 1u), c + first);
+    if (counters->c0 == NULL) {
+        const __m512i q = _mm512_add_epi32(
+            _mm512_set1_epi32((int)first),
+            _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0));
+        *c0v = _mm512_and_si512(q, _mm512_set1_epi32((int)((1u << counters->group_bits) - 1u)));
+        *c1v = _mm512_add_epi32(_mm512_srli_epi32(q, (unsigned)counters->group_bits),
+                                _mm512_set1_epi32((int)counters->first_row));
+    } else if (first + 16 <= n) {
+        *c0v = _mm512_loadu_si512((const void *)(counters->c0 + first));
+        *c1v = _mm512_loadu_si512((const void *)(counters->c1 + first));
+    } else {
+        const __mmask16 below_n = (__mmask16)((1u << (n - first)) - 1u);
+        *c0v = _mm512_maskz_loadu_epi32(below_n, counters->c0 + first);
+        *c1v = _mm512_maskz_loadu_epi32(below_n, counters->c1 + first);
+    }
 }
 
-/* The noise of n counters (c0[l], c1[l], t_lo, tag) under key (k0, k1): out[4 l + i] is
- * Gaussian i of counter l, as box_muller_lanes of philox_lanes' words would give. Each
- * pass of the loop runs Philox for the next 16 counters before Box-Muller for the current
- * ones: the two are independent, so the out-of-order core overlaps Philox's latency-bound
- * rounds with the polynomials (about 7 % faster than Philox and Box-Muller of the same 16
- * in turn: median ratio of 9 alternated pairs, on a loaded machine). The last n % 16
- * counters go through a local block, of which only theirs are copied. */
+/* The noise of n counters (words 0 and 1 from `counters`, t_lo, tag) under key (k0, k1):
+ * out[4 l + i] is Gaussian i of counter l, as box_muller_lanes of philox_lanes' words would
+ * give. Each pass of the loop runs Philox for the next 16 counters before Box-Muller for
+ * the current ones: the two are independent, so the out-of-order core overlaps Philox's
+ * latency-bound rounds with the polynomials (about 7 % faster than Philox and Box-Muller of
+ * the same 16 in turn: median ratio of 9 alternated pairs, on a loaded machine). The last
+ * n % 16 counters go through a local block, of which only theirs are copied. */
 __attribute__((target("avx512f,avx512bw"))) static void
-noise_lanes_avx512(int n, const uint32_t *c0, const uint32_t *c1, uint32_t t_lo, uint32_t tag,
+noise_lanes_avx512(const noise_counters *counters, uint32_t n, uint32_t t_lo, uint32_t tag,
                    uint32_t k0, uint32_t k1, double *out)
 {
     const log_tables_avx512 tables = {
         _mm512_loadu_pd(pymf_log_inverse_c), _mm512_loadu_pd(pymf_log_inverse_c + 8),
         _mm512_loadu_pd(pymf_log_minus_2_log_c), _mm512_loadu_pd(pymf_log_minus_2_log_c + 8)};
-    __m512i words[4];
-    philox16_avx512(load16_avx512(c0, 0, n), load16_avx512(c1, 0, n), t_lo, tag, k0, k1, words);
-    for (int l = 0; l < n; l += 16) {
+    __m512i words[4], c0v, c1v;
+    counters16_avx512(counters, 0, n, &c0v, &c1v);
+    philox16_avx512(c0v, c1v, t_lo, tag, k0, k1, words);
+    for (uint32_t l = 0; l < n; l += 16) {
         __m512i next[4] = {words[0], words[1], words[2], words[3]}; /* unused on the last */
-        if (l + 16 < n)
-            philox16_avx512(load16_avx512(c0, l + 16, n), load16_avx512(c1, l + 16, n), t_lo,
-                            tag, k0, k1, next);
-        if (l + 16 <= n) {
+        if (n - l > 16) {
+            counters16_avx512(counters, l + 16, n, &c0v, &c1v);
+            philox16_avx512(c0v, c1v, t_lo, tag, k0, k1, next);
+        }
+        if (n - l >= 16) {
             gaussians16_avx512(words, &tables, out + 4 * (size_t)l);
         } else {
             double block[64];
@@ -451,6 +480,15 @@ static void noise_rows(uint64_t seed, uint32_t stream, uint64_t t, uint32_t firs
     /* whole rows: lane l of a chunk is slots 4g .. 4g + 3 of one row, and when rank is a
      * multiple of 4 the chunk's output is one contiguous run of out */
     const int whole_groups = rank % 4 == 0;
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(PYMF_NO_CLONES)
+    /* consecutive rows of a power-of-two count of whole groups (K = 4, 8, 16, 32, 64, ...):
+     * every counter from its index in registers, the whole output in one call */
+    if (fused && whole_groups && ids == NULL && (groups & (groups - 1)) == 0) {
+        const noise_counters counters = {NULL, NULL, first_row, __builtin_ctz(groups)};
+        noise_lanes_avx512(&counters, total, t_lo, tag, key0, key1, out);
+        return;
+    }
+#endif
     /* lane l of the current chunk is group lane_group[l] of output row lane_row[l]: counted
      * for the first chunk's lanes (no per-lane division: the samplers ask for a few hundred
      * counters per call), then every lane moves on by PYMF_NOISE_LANES entries from one
@@ -487,7 +525,8 @@ static void noise_rows(uint64_t seed, uint32_t stream, uint64_t t, uint32_t firs
         double *dst = whole_groups ? out + 4 * (size_t)start : four_slots;
         if (fused) {
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(PYMF_NO_CLONES)
-            noise_lanes_avx512(n, c0, c1, t_lo, tag, key0, key1, dst);
+            const noise_counters counters = {c0, c1, 0, 0};
+            noise_lanes_avx512(&counters, (uint32_t)n, t_lo, tag, key0, key1, dst);
 #endif
         } else {
             for (int l = 0; l < n; ++l) {
