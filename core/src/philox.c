@@ -542,13 +542,21 @@ static void noise_rows(uint64_t seed, uint32_t stream, uint64_t t, uint32_t firs
         }
         if (whole_groups)
             continue;
-        /* scatter: lane l holds slots 4g..4g+3 of its row; slots >= rank are dropped */
-        for (int l = 0; l < n; ++l) {
+        /* scatter: lane l holds slots 4g..4g+3 of its row, so a row's lanes in this chunk
+         * hold a contiguous run of its entries, of which those >= rank (the last group's
+         * tail) are dropped: one copy per row, not a test per slot (which took most of
+         * this function's time at DSGLD's widths of 11) */
+        for (int l = 0; l < n;) {
+            const int lanes = (int)(groups - group) < n - l ? (int)(groups - group) : n - l;
             const int base = 4 * (int)group;
-            double *row_out = out + (size_t)row * (size_t)rank;
-            for (int slot = 0; slot < 4 && base + slot < rank; ++slot)
-                row_out[base + slot] = four_slots[4 * l + slot];
-            if (++group == groups) {
+            const int entries = 4 * lanes < rank - base ? 4 * lanes : rank - base;
+            double *restrict row_out = out + (size_t)row * (size_t)rank + base;
+            const double *restrict slots = four_slots + 4 * l;
+            for (int e = 0; e < entries; ++e)
+                row_out[e] = slots[e];
+            l += lanes;
+            group += (uint32_t)lanes;
+            if (group == groups) {
                 group = 0;
                 ++row;
             }
