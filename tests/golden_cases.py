@@ -393,6 +393,15 @@ def bpmf_dsgld(split, blocks, workers, **extra):
     return bpmf_sample_digests(res, train, BPMF_PAIRS)
 
 
+def bpmf_dsgld_rank10(workers):
+    """Rank 10: rows of D + 1 = 11, not a multiple of 4, so a row's noise is not whole
+    Philox groups of four (the other BPMF cases' rows of 4 are)."""
+    train, test = bpmf_split()
+    res = pymf.sample(pymf.BPMF(10, tau=FIXED_TAU), train, _dsgld("square", 2, workers),
+                      test=test, **BPMF_SETTINGS)
+    return bpmf_sample_digests(res, train, BPMF_PAIRS)
+
+
 def bpmf_dsgld_square_resumed():
     """Stopped at round 20 by a KeyboardInterrupt (checkpoint written), then resumed by the
     same call: must give bpmf_dsgld_square's digests."""
@@ -584,6 +593,8 @@ for _w in (1, 2):
               _same and _same.format("bpmf_dsgld_hybrid"))
     _register(f"bpmf_dsgld_column_workers{_w}", lambda w=_w: bpmf_dsgld("column", 3, w),
               _same and _same.format("bpmf_dsgld_column"))
+    _register(f"bpmf_dsgld_rank10_workers{_w}", lambda w=_w: bpmf_dsgld_rank10(w),
+              _same and _same.format("bpmf_dsgld_rank10"))
     _register(f"bpmf_sgld_workers{_w}", lambda w=_w: bpmf_sgld(w),
               _same and _same.format("bpmf_sgld"))
     _register(f"bpmf_gibbs_wishart_workers{_w}", lambda w=_w: bpmf_gibbs("wishart", w),

@@ -19,7 +19,12 @@ struct pymf_dsgld_scratch {
     int64_t *draws;
     double *noise;              /* width doubles */
     uint32_t *noise_ids;        /* counter rows of the touched rows of one side */
-    double *noise_block;        /* their Gaussians, touched rows x width */
+    /* width rounded up to a multiple of 4. A row's Gaussians are four per Philox counter
+     * (philox.h), so its first width are the same whatever count is asked for, and whole
+     * groups of four go straight into the block: asking for width itself (11 at D = 10)
+     * made the generator copy each row out of a scratch block, 1.3x the time. */
+    int noise_width;
+    double *noise_block;        /* their Gaussians, touched rows x noise_width */
     uint32_t *batch_words;      /* Philox words of the minibatch draws, 4 per counter */
 };
 
@@ -63,7 +68,8 @@ pymf_dsgld_scratch *pymf_dsgld_scratch_create(int rank, int64_t max_stripe_users
     s->noise = malloc((size_t)(s->width + 4) * sizeof(double));
     const int64_t most = tu > tv ? tu : tv;
     s->noise_ids = malloc((size_t)(most + 1) * sizeof(uint32_t));
-    s->noise_block = malloc((size_t)((most + 1) * s->width) * sizeof(double));
+    s->noise_width = (s->width + 3) / 4 * 4;
+    s->noise_block = malloc((size_t)((most + 1) * s->noise_width) * sizeof(double));
     s->batch_words = malloc((size_t)(4 * ((batch_size + 3) / 4)) * sizeof(uint32_t));
     if (s->grad_u == NULL || s->grad_v == NULL || s->stamp_u == NULL || s->stamp_v == NULL ||
         s->touched_u == NULL || s->touched_v == NULL || s->draws == NULL || s->noise == NULL ||
@@ -274,12 +280,12 @@ pymf_status pymf_dsgld_block_steps(const pymf_bpmf_model *model, const pymf_dsgl
                 for (int64_t n = 0; n < n_touched; ++n)
                     s->noise_ids[n] = (uint32_t)(offset + touched[n]);
                 pymf_noise_row_list(st->noise_seed, side == 0 ? PYMF_STREAM_BPMF_U : PYMF_STREAM_BPMF_V,
-                                    (uint64_t)step, s->noise_ids, (uint32_t)n_touched, width,
-                                    s->noise_block);
+                                    (uint64_t)step, s->noise_ids, (uint32_t)n_touched,
+                                    s->noise_width, s->noise_block);
             }
             for (int64_t n = 0; n < n_touched; ++n) {
                 const int64_t r = touched[n];
-                const double *z_row = st->add_noise ? s->noise_block + n * width : z;
+                const double *z_row = st->add_noise ? s->noise_block + n * s->noise_width : z;
                 /* a row's own steps eps c_rk, one per coordinate (a constant diagonal
                  * preconditioner: drift eps c_rk g_k and noise 2 eps c_rk keep the posterior
                  * stationary); without factors the chain is computed exactly as before */
