@@ -18,7 +18,12 @@
  * Arguments: rows per call and rank (16 rows of K = 32 is the call the Langevin samplers
  * make: core/src/langevin.c's tile of 512 doubles). Prints, for each version, the median and
  * the fastest of 15 rounds in ns per Gaussian (CPU time, one thread), the median of the
- * rounds' B/A ratios, and how many outputs differ (0 expected when B keeps A's bits). */
+ * rounds' B/A ratios, and how many outputs differ (0 expected when B keeps A's bits).
+ *
+ * `./noise_ab pad` times version A alone: the noise of the same 2^20 rows in the samplers'
+ * tiles of 512 doubles, asked for with the rank itself and with the rank rounded up to whole
+ * groups of four (whose first rank entries of each row are the same Gaussians), for ranks
+ * 3 to 100: the padded / direct time, median and range of 9 alternated rounds. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,8 +62,40 @@ static double ns_per_gaussian(noise_fn noise, int rows, int rank, int calls, dou
     return (cpu_seconds() - started) / ((double)calls * rows * rank) * 1e9;
 }
 
+/* The same rows' noise asked for with rank K and with K rounded up to a multiple of 4 */
+static int padding_table(void)
+{
+    static const int ranks[] = {3, 5, 6, 7, 10, 11, 13, 20, 50, 100};
+    const long total_rows = 1L << 20;
+    double *out = malloc(sizeof(double) * 512);
+    if (out == NULL)
+        return 2;
+    for (size_t r = 0; r < sizeof ranks / sizeof ranks[0]; ++r) {
+        const int K = ranks[r], padded = (K + 3) / 4 * 4;
+        const int rows_direct = 512 / K, rows_padded = 512 / padded;
+        double ratio[9];
+        for (int round = 0; round < 9; ++round) {
+            double started = cpu_seconds();
+            for (long i = 0; i < total_rows; i += rows_direct)
+                a_noise_rows(1, 1, 5, (uint32_t)(i & 0xFFFF), (uint32_t)rows_direct, K, out);
+            const double direct = cpu_seconds() - started;
+            started = cpu_seconds();
+            for (long i = 0; i < total_rows; i += rows_padded)
+                a_noise_rows(1, 1, 5, (uint32_t)(i & 0xFFFF), (uint32_t)rows_padded, padded, out);
+            ratio[round] = (cpu_seconds() - started) / direct;
+        }
+        qsort(ratio, 9, sizeof(double), by_value);
+        printf("rank %3d (padded to %3d): padded / direct %.3f (range %.3f-%.3f)\n", K, padded,
+               ratio[4], ratio[0], ratio[8]);
+    }
+    free(out);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "pad") == 0)
+        return padding_table();
     const int rows = argc > 1 ? atoi(argv[1]) : 16, rank = argc > 2 ? atoi(argv[2]) : 32;
     if (rows < 1 || rank < 1) {
         fprintf(stderr, "usage: %s [rows per call] [rank]\n", argv[0]);
