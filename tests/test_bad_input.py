@@ -295,3 +295,15 @@ def test_second_fuzzing_pass(tmp_path):
     with pytest.raises(pymf.DivergenceError, match="diverged at iteration") as info:
         pymf.sample(pymf.LinearGaussian(), (A, x), pymf.SGRLD(step_size=1e6), n_samples=50)
     assert np.all(np.isfinite(info.value.result.mean)) or info.value.result.n_kept == 0
+
+
+def test_many_split_merge_proposals_run():
+    """The split-merge scratch was sized for (K + split_merge)^2 doubles up front (80 GB at
+    10^5 proposals), and its failed allocation was reported as 'a split-merge proposal met
+    a matrix that is not positive definite'."""
+    X = pymf.datasets.make_cambridge(n=6, sigma_x=0.5, seed=0)[0]
+    ibp = pymf.IBPLinearGaussian()
+    for sampler in (pymf.CollapsedIBP(split_merge=10**5),
+                    pymf.HybridIBP(processes=2, split_merge=10**5)):
+        res = pymf.sample(ibp, X[:4], sampler, n_samples=1, seed=0)
+        assert res.n_kept == 1
