@@ -1,6 +1,7 @@
 """Bad input gives a ValueError that names the problem; divergence a DivergenceError."""
 import numpy as np
 import pytest
+import scipy.sparse
 
 import pymf
 
@@ -307,3 +308,15 @@ def test_many_split_merge_proposals_run():
                     pymf.HybridIBP(processes=2, split_merge=10**5)):
         res = pymf.sample(ibp, X[:4], sampler, n_samples=1, seed=0)
         assert res.n_kept == 1
+
+
+def test_ibp_data_that_is_not_a_dense_array_is_named():
+    """Ratings and scipy.sparse gave numpy's 'float() argument must be ... not Ratings' and
+    'setting an array element with a sequence'; a masked array's mask was ignored."""
+    X = pymf.datasets.make_cambridge(n=6, sigma_x=0.5, seed=0)[0]
+    ibp = pymf.IBPLinearGaussian()
+    for data in (pymf.Ratings.from_dense(X), scipy.sparse.csr_matrix(X)):
+        with pytest.raises(ValueError, match="X must be a dense N x D array"):
+            pymf.sample(ibp, data, pymf.CollapsedIBP(), n_samples=2)
+    with pytest.raises(ValueError, match="pass the mask as test_mask"):
+        pymf.sample(ibp, np.ma.masked_array(X, X > 0.5), pymf.CollapsedIBP(), n_samples=2)
