@@ -320,3 +320,22 @@ def test_ibp_data_that_is_not_a_dense_array_is_named():
             pymf.sample(ibp, data, pymf.CollapsedIBP(), n_samples=2)
     with pytest.raises(ValueError, match="pass the mask as test_mask"):
         pymf.sample(ibp, np.ma.masked_array(X, X > 0.5), pymf.CollapsedIBP(), n_samples=2)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda ck: ck.pop("kernel_W_grid"), "damaged .*KeyError"),
+    (lambda ck: ck.pop("counters"), "damaged .*KeyError"),
+    (lambda ck: ck.update(counters=-ck["counters"] - 7), "damaged .*counters"),
+    (lambda ck: ck.update(counters=np.int64(3)), "damaged .*counters"),
+])
+def test_a_damaged_checkpoint_of_this_run_is_named(tmp_path, change, message):
+    """A checkpoint whose fingerprint matches but whose arrays were lost or edited: a
+    ValueError naming the file, not a KeyError, a TypeError ('NoneType' object is not
+    callable, from negative counters) or an IndexError from whichever kernel read it."""
+    path = tmp_path / "ck.npz"
+    run(n_samples=3, seed=0, checkpoint=path, callback=lambda info: True)  # stops at 1
+    ck = dict(np.load(path))
+    change(ck)
+    np.savez(path, **ck)
+    with pytest.raises(ValueError, match=message):
+        run(n_samples=3, seed=0, checkpoint=path)
