@@ -178,6 +178,9 @@ def _as_index_array(x, name):
             arr = arr.astype(np.int64)
         else:
             raise ValueError(f"{name} must be integer indices")
+    if arr.size and arr.dtype.kind == "u" and arr.max() > np.iinfo(np.int64).max:
+        # the cast to int64 would wrap it into a negative index, and the error say so
+        raise ValueError(f"{name} contain an index ({int(arr.max())}) too large for int64")
     arr = arr.astype(np.int64, copy=False)
     if arr.size and arr.min() < 0:
         raise ValueError(f"{name} contain a negative index ({int(arr.min())}); indices are 0-based")

@@ -339,3 +339,24 @@ def test_a_damaged_checkpoint_of_this_run_is_named(tmp_path, change, message):
     np.savez(path, **ck)
     with pytest.raises(ValueError, match=message):
         run(n_samples=3, seed=0, checkpoint=path)
+
+
+@pytest.mark.parametrize("call, message", [
+    # Python's float power raised OverflowError (34, 'Numerical result out of range')
+    (lambda: pymf.sample(pymf.AlphaStableNMF(2), np.full((4, 4), 1e300),
+                         pymf.PSGLD(blocks=1, step_size=1e-3), n_samples=2),
+     "data's scale is too large"),
+    (lambda: pymf.IBPLinearGaussian(sigma_a=1e200), "sigma_a squared must be"),
+    (lambda: pymf.IBPLinearGaussian(sigma_x=1e150, sigma_a=1e-150), "sigma_x / sigma_a squared"),
+    # a zero variance: 'the collapsed update of row 2 met a matrix that is not positive definite'
+    (lambda: pymf.IBPLinearGaussian(sigma_x=1e-200), "sigma_x squared must be"),
+    # wrapped by the cast to int64 and reported as a negative index
+    (lambda: pymf.Ratings(np.array([2**64 - 1], dtype=np.uint64), [0], [1.0]),
+     "index \\(18446744073709551615\\) too large"),
+    # the first bad value of a dense matrix was printed as its whole row
+    (lambda: pymf.fit(pymf.LogisticMF(2), V_OK, pymf.SIBM(batch_size=10), n_updates=2),
+     r"must be 0 or 1, found np.float64\([0-9.]+\)$"),
+])
+def test_values_that_overflowed_or_were_misreported(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
