@@ -360,3 +360,17 @@ def test_a_damaged_checkpoint_of_this_run_is_named(tmp_path, change, message):
 def test_values_that_overflowed_or_were_misreported(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_result_methods_name_what_they_were_given(tmp_path):
+    """LinearResult.predict with a design matrix of the wrong width failed inside numpy's
+    matmul; pymf.load of a directory that is not a saved result was a FileNotFoundError
+    for its meta.json, although the path given exists."""
+    A, x, _ = pymf.datasets.make_linear_gaussian(50, 3, seed=0)
+    res = pymf.sample(pymf.LinearGaussian(), (A, x), pymf.HAMCMC(memory=3, step_size=0.01),
+                      n_samples=3, seed=0)
+    assert np.shape(res.predict(A[:2])) == (2,) and np.ndim(res.predict(A[0])) == 0
+    with pytest.raises(ValueError, match=r"A must be a vector of 3 values or an n x 3 matrix"):
+        res.predict([0], [0])
+    with pytest.raises(ValueError, match="not a result saved by pymf .*without the meta.json"):
+        pymf.load(tmp_path)
