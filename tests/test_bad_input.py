@@ -374,3 +374,11 @@ def test_result_methods_name_what_they_were_given(tmp_path):
         res.predict([0], [0])
     with pytest.raises(ValueError, match="not a result saved by pymf .*without the meta.json"):
         pymf.load(tmp_path)
+
+
+def test_an_auto_step_whose_pilot_always_diverges_raises_divergence_error():
+    """Data of scale 1e-300: the pilot's back-offs ran out and raising DivergenceError
+    without its iteration argument was a TypeError instead."""
+    with pytest.raises(pymf.DivergenceError, match="the pilot diverged even at eps") as info:
+        run(V_OK * 1e-300, sampler=pymf.PSGLD(blocks=2), n_samples=2)
+    assert info.value.iteration == 0
