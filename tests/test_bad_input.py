@@ -353,6 +353,8 @@ def test_a_damaged_checkpoint_of_this_run_is_named(tmp_path, change, message):
     # wrapped by the cast to int64 and reported as a negative index
     (lambda: pymf.Ratings(np.array([2**64 - 1], dtype=np.uint64), [0], [1.0]),
      "index \\(18446744073709551615\\) too large"),
+    (lambda: pymf.fit(MODEL, V_OK, pymf.SGD(step_size=1e-3), n_epochs=1).predict(
+        np.array([2**64 - 1], dtype=np.uint64), [0]), "row id 18446744073709551615 is out"),
     # the first bad value of a dense matrix was printed as its whole row
     (lambda: pymf.fit(pymf.LogisticMF(2), V_OK, pymf.SIBM(batch_size=10), n_updates=2),
      r"must be 0 or 1, found np.float64\([0-9.]+\)$"),
