@@ -22,6 +22,7 @@ import numpy as np
 
 from pymf.cliutil import HelpFormatter, read_data_file  # noqa: F401  (read_data_file: as before)
 from pymf.engine import registry
+from pymf.errors import DivergenceError
 
 PREDICT_HELP = "posterior mean and sd of (W H)_ij from a saved result"
 INFO_HELP = "build facts: version, OpenMP, GSL, CUDA, MPI"
@@ -114,6 +115,11 @@ def main(argv=None):
         return args.func(args)
     except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError,
             IsADirectoryError, PermissionError) as exc:
+        print(f"pymf: error: {exc}", file=sys.stderr)
+        return 2
+    except DivergenceError as exc:
+        # the commands that do not catch it themselves (bpmf's DSGLD with a large --eps0)
+        # ended in a traceback; its message already names the iteration and what to try
         print(f"pymf: error: {exc}", file=sys.stderr)
         return 2
 

@@ -155,6 +155,10 @@ def entry_ids(rows, cols, shape, names=("row", "column")):
         arr = np.asarray(ids)
         if arr.size and (arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer)):
             raise ValueError(f"{name} ids must be integers, got dtype {arr.dtype}")
+        if arr.size and arr.dtype.kind == "u" and arr.max() >= n:
+            # before the cast to int64, which wraps 2^64 - 1 into the id -1
+            raise ValueError(f"{name} id {int(arr.max())} is out of range: ids must be in "
+                             f"[0, {n})")
         arr = np.ascontiguousarray(arr, dtype=np.int64).ravel()
         if arr.size and (arr.min() < 0 or arr.max() >= n):
             bad = int(arr.min()) if arr.min() < 0 else int(arr.max())
@@ -178,6 +182,9 @@ def _as_index_array(x, name):
             arr = arr.astype(np.int64)
         else:
             raise ValueError(f"{name} must be integer indices")
+    if arr.size and arr.dtype.kind == "u" and arr.max() > np.iinfo(np.int64).max:
+        # the cast to int64 would wrap it into a negative index, and the error say so
+        raise ValueError(f"{name} contain an index ({int(arr.max())}) too large for int64")
     arr = arr.astype(np.int64, copy=False)
     if arr.size and arr.min() < 0:
         raise ValueError(f"{name} contain a negative index ({int(arr.min())}); indices are 0-based")

@@ -1,6 +1,7 @@
 """Bad input gives a ValueError that names the problem; divergence a DivergenceError."""
 import numpy as np
 import pytest
+import scipy.sparse
 
 import pymf
 
@@ -295,3 +296,91 @@ def test_second_fuzzing_pass(tmp_path):
     with pytest.raises(pymf.DivergenceError, match="diverged at iteration") as info:
         pymf.sample(pymf.LinearGaussian(), (A, x), pymf.SGRLD(step_size=1e6), n_samples=50)
     assert np.all(np.isfinite(info.value.result.mean)) or info.value.result.n_kept == 0
+
+
+def test_many_split_merge_proposals_run():
+    """The split-merge scratch was sized for (K + split_merge)^2 doubles up front (80 GB at
+    10^5 proposals), and its failed allocation was reported as 'a split-merge proposal met
+    a matrix that is not positive definite'."""
+    X = pymf.datasets.make_cambridge(n=6, sigma_x=0.5, seed=0)[0]
+    ibp = pymf.IBPLinearGaussian()
+    for sampler in (pymf.CollapsedIBP(split_merge=10**5),
+                    pymf.HybridIBP(processes=2, split_merge=10**5)):
+        res = pymf.sample(ibp, X[:4], sampler, n_samples=1, seed=0)
+        assert res.n_kept == 1
+
+
+def test_ibp_data_that_is_not_a_dense_array_is_named():
+    """Ratings and scipy.sparse gave numpy's 'float() argument must be ... not Ratings' and
+    'setting an array element with a sequence'; a masked array's mask was ignored."""
+    X = pymf.datasets.make_cambridge(n=6, sigma_x=0.5, seed=0)[0]
+    ibp = pymf.IBPLinearGaussian()
+    for data in (pymf.Ratings.from_dense(X), scipy.sparse.csr_matrix(X)):
+        with pytest.raises(ValueError, match="X must be a dense N x D array"):
+            pymf.sample(ibp, data, pymf.CollapsedIBP(), n_samples=2)
+    with pytest.raises(ValueError, match="pass the mask as test_mask"):
+        pymf.sample(ibp, np.ma.masked_array(X, X > 0.5), pymf.CollapsedIBP(), n_samples=2)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda ck: ck.pop("kernel_W_grid"), "damaged .*KeyError"),
+    (lambda ck: ck.pop("counters"), "damaged .*KeyError"),
+    (lambda ck: ck.update(counters=-ck["counters"] - 7), "damaged .*counters"),
+    (lambda ck: ck.update(counters=np.int64(3)), "damaged .*counters"),
+])
+def test_a_damaged_checkpoint_of_this_run_is_named(tmp_path, change, message):
+    """A checkpoint whose fingerprint matches but whose arrays were lost or edited: a
+    ValueError naming the file, not a KeyError, a TypeError ('NoneType' object is not
+    callable, from negative counters) or an IndexError from whichever kernel read it."""
+    path = tmp_path / "ck.npz"
+    run(n_samples=3, seed=0, checkpoint=path, callback=lambda info: True)  # stops at 1
+    ck = dict(np.load(path))
+    change(ck)
+    np.savez(path, **ck)
+    with pytest.raises(ValueError, match=message):
+        run(n_samples=3, seed=0, checkpoint=path)
+
+
+@pytest.mark.parametrize("call, message", [
+    # Python's float power raised OverflowError (34, 'Numerical result out of range')
+    (lambda: pymf.sample(pymf.AlphaStableNMF(2), np.full((4, 4), 1e300),
+                         pymf.PSGLD(blocks=1, step_size=1e-3), n_samples=2),
+     "data's scale is too large"),
+    (lambda: pymf.IBPLinearGaussian(sigma_a=1e200), "sigma_a squared must be"),
+    (lambda: pymf.IBPLinearGaussian(sigma_x=1e150, sigma_a=1e-150), "sigma_x / sigma_a squared"),
+    # a zero variance: 'the collapsed update of row 2 met a matrix that is not positive definite'
+    (lambda: pymf.IBPLinearGaussian(sigma_x=1e-200), "sigma_x squared must be"),
+    # wrapped by the cast to int64 and reported as a negative index
+    (lambda: pymf.Ratings(np.array([2**64 - 1], dtype=np.uint64), [0], [1.0]),
+     "index \\(18446744073709551615\\) too large"),
+    (lambda: pymf.fit(MODEL, V_OK, pymf.SGD(step_size=1e-3), n_epochs=1).predict(
+        np.array([2**64 - 1], dtype=np.uint64), [0]), "row id 18446744073709551615 is out"),
+    # the first bad value of a dense matrix was printed as its whole row
+    (lambda: pymf.fit(pymf.LogisticMF(2), V_OK, pymf.SIBM(batch_size=10), n_updates=2),
+     r"must be 0 or 1, found np.float64\([0-9.]+\)$"),
+])
+def test_values_that_overflowed_or_were_misreported(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_result_methods_name_what_they_were_given(tmp_path):
+    """LinearResult.predict with a design matrix of the wrong width failed inside numpy's
+    matmul; pymf.load of a directory that is not a saved result was a FileNotFoundError
+    for its meta.json, although the path given exists."""
+    A, x, _ = pymf.datasets.make_linear_gaussian(50, 3, seed=0)
+    res = pymf.sample(pymf.LinearGaussian(), (A, x), pymf.HAMCMC(memory=3, step_size=0.01),
+                      n_samples=3, seed=0)
+    assert np.shape(res.predict(A[:2])) == (2,) and np.ndim(res.predict(A[0])) == 0
+    with pytest.raises(ValueError, match=r"A must be a vector of 3 values or an n x 3 matrix"):
+        res.predict([0], [0])
+    with pytest.raises(ValueError, match="not a result saved by pymf .*without the meta.json"):
+        pymf.load(tmp_path)
+
+
+def test_an_auto_step_whose_pilot_always_diverges_raises_divergence_error():
+    """Data of scale 1e-300: the pilot's back-offs ran out and raising DivergenceError
+    without its iteration argument was a TypeError instead."""
+    with pytest.raises(pymf.DivergenceError, match="the pilot diverged even at eps") as info:
+        run(V_OK * 1e-300, sampler=pymf.PSGLD(blocks=2), n_samples=2)
+    assert info.value.iteration == 0

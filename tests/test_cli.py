@@ -106,6 +106,15 @@ def test_bad_cli_input_is_a_clear_error(tmp_path):
     assert out.returncode != 0 and "no such file" in out.stderr
 
 
+def test_a_diverging_bpmf_run_is_an_error_line_not_a_traceback(tmp_path):
+    np.save(tmp_path / "V.npy", np.abs(np.random.default_rng(0).normal(size=(12, 10))) + 0.1)
+    out = pymf_cli("bpmf", "--data", str(tmp_path / "V.npy"), "--rank", "2", "--eps0", "10",
+                   "--samples", "5", "--burnin", "0", "--thin", "1", "--no-progress",
+                   "--out", str(tmp_path / "o"))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.startswith("pymf: error: round 1 of chain 0: DSGLD diverged")
+
+
 def test_sigint_keeps_samples_and_checkpoint(tmp_path):
     """A real Ctrl-C (SIGINT) during `pymf sample`: the run stops cleanly after the current
     chunk and writes what it kept, its summary and a checkpoint to resume from."""

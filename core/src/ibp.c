@@ -661,6 +661,7 @@ typedef struct {
     unsigned char *taken;   /* per row of the block: 1 while a proposal holds it out */
     int *fi, *fj;           /* the anchors' features */
     double *gram;           /* Z'Z + rI of the rows in the block (features x features) */
+    int features;           /* the features fi, fj and gram have room for */
     block_copy before, out, merged;
 } sm_work;
 
@@ -670,6 +671,30 @@ static void sm_work_free(sm_work *w)
     block_copy_free(&w->before);
     block_copy_free(&w->out);
     block_copy_free(&w->merged);
+}
+
+/* Room in fi, fj and gram for `need` features, grown as the block's K grows. Sizing them
+ * once for every feature the proposals could add (K + n_proposals) asked for (K + n)^2
+ * doubles, 80 GB at split_merge=100000, and int overflowed near 2^31. Returns 0 when out
+ * of memory. */
+static int sm_work_reserve(sm_work *w, int need)
+{
+    if (need <= w->features)
+        return 1;
+    const int features = need > 2 * w->features ? need : 2 * w->features;
+    int *fi = realloc(w->fi, sizeof(int) * (size_t)features);
+    if (fi != NULL)
+        w->fi = fi;
+    int *fj = realloc(w->fj, sizeof(int) * (size_t)features);
+    if (fj != NULL)
+        w->fj = fj;
+    double *gram = realloc(w->gram, sizeof(double) * (size_t)features * (size_t)features);
+    if (gram != NULL)
+        w->gram = gram;
+    if (fi == NULL || fj == NULL || gram == NULL)
+        return 0;
+    w->features = features;
+    return 1;
 }
 
 /* The rows other than i and j that own feature a or c (c < 0: a only), in row order. */
@@ -844,7 +869,7 @@ static int propose_merge(block *b, sm_work *w, int64_t i, int64_t j, int k, int 
 
 /* n_proposals split-merge proposals on a block whose M, S, Abar and logdet are current
  * (every feature owned by some row). counts: split proposed, accepted, merge proposed,
- * accepted (added to). Returns 0 on a numerical failure. */
+ * accepted (added to). Returns 1, 0 on a numerical failure, -1 when out of memory. */
 static int split_merge(block *b, int n_proposals, double N, double alpha, double sx2,
                        double sa2, int flaw, gsl_rng *rng, int64_t *counts)
 {
@@ -852,16 +877,18 @@ static int split_merge(block *b, int n_proposals, double N, double alpha, double
         return 1;
     sm_work w;
     memset(&w, 0, sizeof w);
-    /* every accepted split adds one feature */
-    const size_t most_features = (size_t)(b->K + n_proposals + 1);
     w.rows = malloc(sizeof(int64_t) * (size_t)b->n);
     w.bits = malloc((size_t)b->n);
     w.taken = calloc((size_t)b->n, 1);
-    w.fi = malloc(sizeof(int) * most_features);
-    w.fj = malloc(sizeof(int) * most_features);
-    w.gram = malloc(sizeof(double) * most_features * most_features);
-    int ok = w.rows && w.bits && w.taken && w.fi && w.fj && w.gram;
+    int ok = w.rows && w.bits && w.taken;
+    int out_of_memory = !ok;
     for (int p = 0; ok && p < n_proposals; ++p) {
+        /* a split adds one feature to the block's K */
+        if (!sm_work_reserve(&w, b->K + 1)) {
+            ok = 0;
+            out_of_memory = 1;
+            break;
+        }
         const int64_t i = (int64_t)gsl_rng_uniform_int(rng, (unsigned long)b->n);
         int64_t j = (int64_t)gsl_rng_uniform_int(rng, (unsigned long)(b->n - 1));
         j += j >= i;
@@ -891,7 +918,7 @@ static int split_merge(block *b, int n_proposals, double N, double alpha, double
         ok = outcome >= 0;
     }
     sm_work_free(&w);
-    return ok;
+    return out_of_memory ? -1 : ok;
 }
 
 /* ---------- the sampler ---------- */
@@ -1354,9 +1381,13 @@ static int n_threads(const pymf_ibp *s, int work)
     return threads < work ? threads : (work > 0 ? work : 1);
 }
 
-static pymf_status split_merge_failed(pymf_error *err, int64_t t)
+/* moved: what split_merge returned (0 a numerical failure, -1 out of memory) */
+static pymf_status split_merge_failed(pymf_error *err, int64_t t, int moved)
 {
     err->iteration = t;
+    if (moved < 0)
+        return pymf_fail(err, PYMF_ENOMEM, "iteration %lld: out of memory in the split-merge "
+                         "moves", (long long)t);
     return pymf_fail(err, PYMF_ENUMERIC, "iteration %lld: a split-merge proposal met a matrix "
                      "that is not positive definite", (long long)t);
 }
@@ -1365,9 +1396,11 @@ static pymf_status split_merge_failed(pymf_error *err, int64_t t)
 static pymf_status collapsed_split_merge(pymf_ibp *s, int64_t t, pymf_error *err)
 {
     const double sx2 = s->sigma_x * s->sigma_x, sa2 = s->sigma_a * s->sigma_a;
-    if (!split_merge(&s->procs[0].tail, s->config.split_merge, (double)s->N, s->alpha, sx2, sa2,
-                     s->config.split_merge_flaw, s->sm_rng, s->sm_counts))
-        return split_merge_failed(err, t);
+    const int moved = split_merge(&s->procs[0].tail, s->config.split_merge, (double)s->N,
+                                  s->alpha, sx2, sa2, s->config.split_merge_flaw, s->sm_rng,
+                                  s->sm_counts);
+    if (moved < 1)
+        return split_merge_failed(err, t, moved);
     return PYMF_OK;
 }
 
@@ -1750,11 +1783,12 @@ static pymf_status hybrid_split_merge(pymf_ibp *s, const double *Z_all, const do
     }
     memcpy(b->Y, Y_all != NULL ? Y_all : s->Y, sizeof(double) * (size_t)N * D);
     if (!block_refresh(b, r))
-        return split_merge_failed(err, t);
+        return split_merge_failed(err, t, 0);
     const int64_t accepted = s->sm_counts[1] + s->sm_counts[3];
-    if (!split_merge(b, s->config.split_merge, (double)N, s->alpha, sx2, sa2,
-                     s->config.split_merge_flaw, s->sm_rng, s->sm_counts))
-        return split_merge_failed(err, t);
+    const int moved = split_merge(b, s->config.split_merge, (double)N, s->alpha, sx2, sa2,
+                                  s->config.split_merge_flaw, s->sm_rng, s->sm_counts);
+    if (moved < 1)
+        return split_merge_failed(err, t, moved);
     if (s->sm_counts[1] + s->sm_counts[3] == accepted)
         return PYMF_OK;
     const int Kn = b->K;
@@ -1776,7 +1810,7 @@ static pymf_status hybrid_split_merge(pymf_ibp *s, const double *Z_all, const do
                 pymf_axpy(D, 1.0, b->Y + i * D, A + (int64_t)a * D);
             }
     if (!cholesky(L, Kn, Kn)) {
-        status = split_merge_failed(err, t);
+        status = split_merge_failed(err, t, 0);
         goto done;
     }
     draw_loadings(L, A, noise, Kn, D, s->sigma_x, s->sm_rng);
@@ -1811,7 +1845,7 @@ pymf_status pymf_ibp_split_merge(pymf_ibp *s, const double *Z_all, const double 
     block *b = &s->procs[0].tail;
     memcpy(b->Y, s->Y, sizeof(double) * (size_t)s->n_rows * s->D);
     if (!block_refresh(b, (s->sigma_x * s->sigma_x) / (s->sigma_a * s->sigma_a)))
-        return split_merge_failed(err, s->t);
+        return split_merge_failed(err, s->t, 0);
     return collapsed_split_merge(s, s->t, err);
 }
 

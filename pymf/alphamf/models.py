@@ -83,7 +83,11 @@ class AlphaStableNMF:
         """A random start with the data's scale: v_ij ~ median(|X|)^alpha (the median of
         |X| is about the SaS scale v^(1/alpha)), rounded to 3 significant digits."""
         median = float(np.median(np.abs(observed_values(observed))))
-        v0 = float(f"{max(median, 1e-3) ** self.alpha:.3g}")
+        try:
+            v0 = float(f"{max(median, 1e-3) ** self.alpha:.3g}")
+        except OverflowError:  # Python's float power raises instead of giving inf
+            raise ValueError(f"the data's scale is too large: median |X| = {median:.3g} makes "
+                             f"v = median^alpha overflow; rescale the data") from None
         scale = math.sqrt(v0 / self.rank)
         W = rng.uniform(0.5, 1.5, size=(shape[0], self.rank)) * scale
         H = rng.uniform(0.5, 1.5, size=(self.rank, shape[1])) * scale

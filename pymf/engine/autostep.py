@@ -213,8 +213,11 @@ def choose(gradient, theta, seed, pilot, fraction=FRACTION, step=None, minibatch
             break
         backoffs += 1
         if backoffs > MAX_BACKOFFS:
+            # iteration 0: the pilot runs before the chain's first iteration (without it
+            # the constructor's TypeError replaced this message)
             raise DivergenceError(f"step_size='auto': the pilot diverged even at eps = {eps:g} "
-                                  f"(lambda_max {lam:g} at the start); give a step size")
+                                  f"(lambda_max {lam:g} at the start); give a step size",
+                                  iteration=0)
         eps *= 0.5
     info = {"lambda_max": lam, "fraction": fraction, "eps": eps, "backoffs": backoffs,
             "power_iterations": POWER_ITERATIONS, "pilot_units": PILOT_UNITS}

@@ -199,20 +199,34 @@ class _Run:
     def restore(self, path, fingerprint):
         with open_checkpoint(path) as ck:
             check_key(ck, path, fingerprint)
-            self.kernel.restore({key[7:]: ck[key] for key in ck.files if key.startswith("kernel_")})
-            self.t, self.n_after, burnin_end, self.n_kept = (int(x) for x in ck["counters"])
-            self.burnin_end = None if burnin_end < 0 else burnin_end
-            self.elapsed = float(ck["elapsed"])
-            self.draw_units[:self.n_kept] = ck["draw_units"]
-            if self.store is not None:
-                self.store.restore(ck, self.n_kept)
-            for name, acc in self.moments.items():
-                acc.restore(ck, f"moments_{name}_")
-            if self.test_moments is not None:
-                self.test_moments.restore(ck, "testmoments_")
-            self.draw_stats = {key[5:]: list(ck[key]) for key in ck.files if key.startswith("stat_")}
-            self.trace = {key[6:]: list(ck[key]) for key in ck.files if key.startswith("trace_")}
-            self.trace["iteration"] = [int(x) for x in self.trace["iteration"]]
+            try:
+                self._restore_from(ck)
+            except (KeyError, IndexError, TypeError, ValueError) as exc:
+                # the fingerprint matched, so the file was written by this run and then
+                # damaged or edited: a missing array or one of the wrong shape surfaced
+                # as a bare KeyError or IndexError from whichever kernel read it
+                raise ValueError(f"the checkpoint {path!r} is damaged ({type(exc).__name__}: "
+                                 f"{exc}); remove it or pass another path") from exc
+
+    def _restore_from(self, ck):
+        self.kernel.restore({key[7:]: ck[key] for key in ck.files if key.startswith("kernel_")})
+        counters = [int(x) for x in np.asarray(ck["counters"]).reshape(-1)]
+        if len(counters) != 4 or min(counters[0], counters[1], counters[3]) < 0 or \
+                counters[3] > len(self.draw_units):
+            raise ValueError(f"counters {counters} are not those of this run")
+        self.t, self.n_after, burnin_end, self.n_kept = counters
+        self.burnin_end = None if burnin_end < 0 else burnin_end
+        self.elapsed = float(ck["elapsed"])
+        self.draw_units[:self.n_kept] = ck["draw_units"]
+        if self.store is not None:
+            self.store.restore(ck, self.n_kept)
+        for name, acc in self.moments.items():
+            acc.restore(ck, f"moments_{name}_")
+        if self.test_moments is not None:
+            self.test_moments.restore(ck, "testmoments_")
+        self.draw_stats = {key[5:]: list(ck[key]) for key in ck.files if key.startswith("stat_")}
+        self.trace = {key[6:]: list(ck[key]) for key in ck.files if key.startswith("trace_")}
+        self.trace["iteration"] = [int(x) for x in self.trace["iteration"]]
 
 
 def run(kernel, plan, *, seed, step_size=None, keep_draws=True, sample_dir=None, moments=None,

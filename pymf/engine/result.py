@@ -200,6 +200,9 @@ def load(path, mmap=False):
 
 def _load(path, mmap):
     if os.path.isdir(path):
+        if not os.path.isfile(os.path.join(path, "meta.json")):
+            # not a FileNotFoundError: the path the caller gave does exist
+            raise ValueError("a directory without the meta.json that save() writes")
         with open(os.path.join(path, "meta.json")) as fh:
             meta = json.load(fh)
 

@@ -40,6 +40,11 @@ class LinearResult(Result):
         A = np.asarray(A, dtype=np.float64)
         if self.samples is None or self.n_kept == 0:
             raise ValueError("this result kept no samples (keep_samples=False)")
+        D = np.shape(self.samples)[-1]
+        if A.ndim not in (1, 2) or A.shape[-1] != D:
+            # the product below failed with numpy's matmul "mismatch in its core dimension"
+            raise ValueError(f"A must be a vector of {D} values or an n x {D} matrix (rows of "
+                             f"the design matrix), got shape {A.shape}")
         values = np.asarray(self.samples) @ A.T
         mean = values.mean(axis=0)
         return (mean, values.std(axis=0)) if return_std else mean

@@ -2,17 +2,36 @@
 the seeds and the C chain of some of the processes."""
 import numpy as np
 
+from pymf.data import Ratings, real_array
 from pymf.engine.seeds import seed_sequence
 from pymf.ibp import _ibp
 from pymf.ibp.samplers import CollapsedIBP
 
 
-def check_data(X, test_mask, processes=1):
-    """(X as float64, mask as bool or None), refusing what the model cannot take."""
+def dense_data(X):
+    """X as a float64 array. The model observes every cell (test_mask holds some out), so a
+    pymf.Ratings or a scipy.sparse matrix is refused by name: np.array made a 0-d object
+    array of it, and the error came from deep inside numpy ("setting an array element with a
+    sequence", "float() argument must be ... not 'Ratings'"). A masked array is refused by
+    name, complex, string and object arrays by real_array, rather than cast; booleans
+    (binary images) are read as 0 and 1."""
+    if isinstance(X, Ratings) or (hasattr(X, "tocoo") and hasattr(X, "nnz")):
+        raise ValueError(f"X must be a dense N x D array, got a {type(X).__name__}: an "
+                         "IBPLinearGaussian model observes every cell (hold cells out with "
+                         "test_mask)")
+    if isinstance(X, np.ma.MaskedArray):
+        raise ValueError("X is a masked array: pymf would ignore the mask; pass the mask as "
+                         "test_mask= to hold those cells out")
     try:
-        X = np.array(X, dtype=np.float64, order="C", copy=True)
+        X = np.asarray(X)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"X must be a 2-D array of numbers: {exc}") from None
+    return X.astype(np.float64) if X.dtype == bool else real_array(X, "X")
+
+
+def check_data(X, test_mask, processes=1):
+    """(X as float64, mask as bool or None), refusing what the model cannot take."""
+    X = np.array(dense_data(X), dtype=np.float64, order="C", copy=True)
     if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
         raise ValueError(f"X must be a non-empty 2-D array (N x D), got shape {X.shape}")
     if test_mask is not None:

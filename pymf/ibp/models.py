@@ -20,6 +20,16 @@ class IBPLinearGaussian:
         self.alpha = check_real(alpha, "alpha", positive=True)
         self.sigma_x = check_real(sigma_x, "sigma_x", positive=True)
         self.sigma_a = check_real(sigma_a, "sigma_a", positive=True)
+        # the chain works with the variances and their ratio: 1e200 squared was an
+        # OverflowError from Python's float power, 1e-200 squared a zero variance
+        ratio = self.sigma_x / self.sigma_a
+        for name, variance in (("sigma_x", self.sigma_x * self.sigma_x),
+                               ("sigma_a", self.sigma_a * self.sigma_a),
+                               ("sigma_x / sigma_a", ratio * ratio)):
+            if not 0.0 < variance < float("inf"):
+                raise ValueError(f"{name} squared must be a positive finite number, got "
+                                 f"{variance!r} (sigma_x={self.sigma_x!r}, "
+                                 f"sigma_a={self.sigma_a!r})")
         self.alpha_shape = check_real(alpha_shape, "alpha_shape", positive=True)
         self.alpha_rate = check_real(alpha_rate, "alpha_rate", positive=True)
         self.sx_shape = check_real(sx_shape, "sx_shape", positive=True)

@@ -74,7 +74,9 @@ def _check_binary_values(values, what):
         raise ValueError(f"{what}: values must be 0 or 1, got dtype {values.dtype}")
     bad = (values != 0) & (values != 1)
     if np.any(bad):
-        raise ValueError(f"{what}: values must be 0 or 1, found {values[np.flatnonzero(bad)[0]]!r}")
+        # ravel: indexing a dense 2-D array with the flat index printed a whole row
+        first = values.ravel()[np.flatnonzero(bad)[0]]
+        raise ValueError(f"{what}: values must be 0 or 1, found {first!r}")
     return values
 
 
