@@ -384,3 +384,30 @@ def test_an_auto_step_whose_pilot_always_diverges_raises_divergence_error():
     with pytest.raises(pymf.DivergenceError, match="the pilot diverged even at eps") as info:
         run(V_OK * 1e-300, sampler=pymf.PSGLD(blocks=2), n_samples=2)
     assert info.value.iteration == 0
+
+
+def test_an_option_a_family_does_not_take_is_named_with_the_options_it_does():
+    """Python's own message named the family's runner: 'sample_ibp() got an unexpected
+    keyword argument 'init''."""
+    X = np.zeros((5, 3))
+    with pytest.raises(TypeError, match="pymf.sample of IBPLinearGaussian with CollapsedIBP "
+                                        "takes no option 'init'; it takes burnin, thin"):
+        pymf.sample(pymf.IBPLinearGaussian(), X, pymf.CollapsedIBP(), n_samples=2, init=None)
+    with pytest.raises(TypeError, match="takes no option 'burn_in'; it takes burnin"):
+        run(n_samples=2, burn_in=3)
+    with pytest.raises(TypeError, match="pymf.fit of TweedieNMF with SGD takes no option "
+                                        "'n_epoch'; it takes n_epochs"):
+        pymf.fit(MODEL, V_OK, pymf.SGD(step_size=1e-3), n_epoch=3)
+
+
+def test_too_many_kept_draws_name_the_options_behind_them():
+    """numpy's MemoryError named only an array's shape ('Unable to allocate 7.28 TiB for an
+    array with shape (1000000000000,)'). Both sizes exceed any 64-bit address space, so the
+    allocations fail whatever the machine's overcommit policy."""
+    with pytest.raises(MemoryError, match=r"keeping 1000000000000000 draws \(n_samples "
+                                          r"1000000000000000, thin 1\).*a larger thin"):
+        run(n_samples=10**15)
+    # 10^7 draws of 22 x 200,000 factors: 175 TiB
+    with pytest.raises(MemoryError, match=r"keeping 10000000 draws .*sample_dir=.*"
+                                          r"keep_samples=False"):
+        run(model=pymf.TweedieNMF(200_000), n_samples=10**7)

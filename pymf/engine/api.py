@@ -18,7 +18,9 @@ def sample(model, data, sampler, n_samples, **options):
     sweeps (Gibbs). Ctrl-C returns what was sampled so far (result.interrupted); a
     non-finite state raises pymf.DivergenceError with the partial result as .result and
     the last finite state as .state. A sampler that cannot run the model is a TypeError
-    naming both. Family options: see the family's runner (e.g. burnin_rmse for BPMF).
+    naming both. Family options: see the family's runner (e.g. burnin_rmse for BPMF; IBP
+    takes test_mask instead of init and test); an option the pair does not take is a
+    TypeError that lists those it does.
     """
     return registry.runner("sample", model, sampler)(model, data, sampler, n_samples, **options)
 

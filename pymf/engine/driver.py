@@ -130,10 +130,22 @@ class _Run:
         self.burnin_end = None if plan.burnin_until is not None else plan.burnin
         self.n_kept = 0
         self.elapsed = 0.0
-        self.draw_units = np.zeros(plan.n_keep, dtype=np.int64)
         shapes = kernel.draw_shapes()
-        self.store = (DrawStore(shapes, plan.n_keep, sample_dir, resuming)
-                      if keep_draws and write_files else None)
+        # numpy's MemoryError names only an array's shape, not the option behind it
+        kept = f"keeping {plan.n_keep} draws (n_samples {plan.n_samples}, thin {plan.thin})"
+        try:
+            self.draw_units = np.zeros(plan.n_keep, dtype=np.int64)
+        except MemoryError as exc:
+            raise MemoryError(f"{kept} does not fit in memory even as one unit number a "
+                              f"draw ({exc}); a smaller n_samples or a larger thin") from None
+        try:
+            self.store = (DrawStore(shapes, plan.n_keep, sample_dir, resuming)
+                          if keep_draws and write_files else None)
+        except MemoryError as exc:
+            raise MemoryError(
+                f"{kept} does not fit in memory ({exc}); keep fewer (a smaller n_samples or a "
+                f"larger thin), stream them to disk (sample_dir=) or keep none "
+                f"(keep_samples=False: the running means are still computed)") from None
         self.moments = {name: RunningMoments(tuple(shapes[name][1:]), covariance=cov)
                         for name, cov in moments.items()}
         self.test_values = test_values

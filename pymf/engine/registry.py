@@ -15,6 +15,7 @@ is imported (each registered pair holds a class of its own family), so a found r
 the one an import of every family would find.
 """
 import functools
+import inspect
 import importlib
 
 from pymf.engine.blas import one_blas_thread
@@ -101,7 +102,7 @@ def runner(verb, model, sampler):
         load_families()  # the message lists every family's pairs
         fn = _find(verb, model, sampler)
     if fn is not None:
-        return _with_one_blas_thread(fn)
+        return _with_one_blas_thread(_with_known_options(fn, verb, model, sampler))
     fits = sorted({n for m, s, _ in _RUNNERS[verb] if isinstance(model, m) for n in _names(s)})
     models = sorted({n for m, s, _ in _RUNNERS[verb] if isinstance(sampler, s) for n in _names(m)})
     what = "optimizer" if verb == "fit" else "sampler"
@@ -157,6 +158,31 @@ def commands():
     registration order."""
     load_families()
     return sorted(_COMMANDS, key=lambda entry: _family_rank(entry[3]))
+
+
+def _with_known_options(fn, verb, model, sampler):
+    """fn, refusing an option it does not take with a TypeError that names the public entry
+    and the pair, and lists the options the pair takes: Python's own message names the
+    family's runner (sample_ibp() got an unexpected keyword argument 'init')."""
+    parameters = inspect.signature(fn).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return fn
+    # the first four (model, data, sampler, n_samples) or three (fit) are positional
+    positional = 3 if verb == "fit" else 4
+    options = [p.name for p in parameters
+               if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                             inspect.Parameter.KEYWORD_ONLY)][positional:]
+    entry = {"sample": "pymf.sample", "fit": "pymf.fit", "mpi": "pymf.mpi.sample"}[verb]
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        unknown = sorted(set(kwargs) - set(options))
+        if unknown:
+            raise TypeError(f"{entry} of {type(model).__name__} with {type(sampler).__name__} "
+                            f"takes no option {', '.join(map(repr, unknown))}; it takes "
+                            f"{', '.join(options)}")
+        return fn(*args, **kwargs)
+    return run
 
 
 def _with_one_blas_thread(fn):
