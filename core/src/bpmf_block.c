@@ -19,11 +19,7 @@ struct pymf_dsgld_scratch {
     int64_t *draws;
     double *noise;              /* width doubles */
     uint32_t *noise_ids;        /* counter rows of the touched rows of one side */
-    /* width rounded up to a multiple of 4. A row's Gaussians are four per Philox counter
-     * (philox.h), so its first width are the same whatever count is asked for, and whole
-     * groups of four go straight into the block: asking for width itself (11 at D = 10)
-     * made the generator copy each row out of a scratch block, 1.3x the time. */
-    int noise_width;
+    int noise_width;            /* pymf_noise_width(width): of each row, width are read */
     double *noise_block;        /* their Gaussians, touched rows x noise_width */
     uint32_t *batch_words;      /* Philox words of the minibatch draws, 4 per counter */
 };
@@ -68,7 +64,7 @@ pymf_dsgld_scratch *pymf_dsgld_scratch_create(int rank, int64_t max_stripe_users
     s->noise = malloc((size_t)(s->width + 4) * sizeof(double));
     const int64_t most = tu > tv ? tu : tv;
     s->noise_ids = malloc((size_t)(most + 1) * sizeof(uint32_t));
-    s->noise_width = (s->width + 3) / 4 * 4;
+    s->noise_width = pymf_noise_width(s->width);
     s->noise_block = malloc((size_t)((most + 1) * s->noise_width) * sizeof(double));
     s->batch_words = malloc((size_t)(4 * ((batch_size + 3) / 4)) * sizeof(uint32_t));
     if (s->grad_u == NULL || s->grad_v == NULL || s->stamp_u == NULL || s->stamp_v == NULL ||

@@ -224,11 +224,8 @@ static int langevin_rows(const pymf_langevin *s, const double *cur, double *next
     const double noise_sd = sqrt(2.0 * eps);
     const int exponential = s->model.prior == PYMF_PRIOR_EXPONENTIAL;
     int finite = 1;
-    /* A row's noise is asked for in whole groups of four (K rounded up) and its first K
-     * read: the same Gaussians, four per Philox counter whatever count is asked for, and
-     * the generator writes whole groups straight into the tile, where K itself (K = 3, 10,
-     * 50) made it copy each row out of a scratch block (1.3x the noise's time at K = 11). */
-    const int noise_width = (K + 3) / 4 * 4;
+    /* rows of whole groups of four, of which the first K are read (philox.h) */
+    const int noise_width = pymf_noise_width(K);
     /* the noise of a tile of rows at a time, so that it is generated in vector loops */
     double tile[PYMF_NOISE_TILE];
     const int64_t tile_rows = noise_width <= PYMF_NOISE_TILE ? PYMF_NOISE_TILE / noise_width : 1;
