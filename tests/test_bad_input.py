@@ -411,3 +411,19 @@ def test_too_many_kept_draws_name_the_options_behind_them():
     with pytest.raises(MemoryError, match=r"keeping 10000000 draws .*sample_dir=.*"
                                           r"keep_samples=False"):
         run(model=pymf.TweedieNMF(200_000), n_samples=10**7)
+
+
+def test_an_ibp_alpha_that_implies_too_many_features_is_named():
+    """The starting Z is drawn from the IBP(alpha) prior: alpha=1e12 looped over about
+    4.5e12 columns (out of memory or no end), alpha=1e4 was numpy's 'Unable to allocate
+    15.3 GiB for an array with shape (45306, 45306)'. Now a ValueError naming alpha, its
+    value, the features it implies and the largest alpha these rows allow."""
+    from pymf.ibp.chain import MAX_FEATURES
+    X = pymf.datasets.make_cambridge(n=50, seed=0)[0]
+    for alpha, implied in ((1e4, r"4\.499e\+04"), (1e12, r"4\.499e\+12")):
+        for sampler in (pymf.CollapsedIBP(), pymf.HybridIBP(processes=2)):
+            with pytest.raises(ValueError, match=rf"alpha={alpha!r} implies about {implied} "
+                                                 rf"features for the N=50 rows of X.*more than "
+                                                 rf"the {MAX_FEATURES}.*at most 3642"):
+                pymf.sample(pymf.IBPLinearGaussian(alpha=alpha), X, sampler, n_samples=2,
+                            seed=0)
