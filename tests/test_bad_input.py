@@ -427,3 +427,44 @@ def test_an_ibp_alpha_that_implies_too_many_features_is_named():
                                                  rf"the {MAX_FEATURES}.*at most 3642"):
                 pymf.sample(pymf.IBPLinearGaussian(alpha=alpha), X, sampler, n_samples=2,
                             seed=0)
+
+
+def test_cli_data_files_that_are_not_numpy_files_are_named(tmp_path, capsys):
+    """Random bytes or a text file named .npy or .npz were numpy's 'This file contains
+    pickled (object) data. If you trust the file you can load it unsafely using the
+    `allow_pickle=` keyword argument' (pymf sample, bpmf, ibp), an empty .npy and a .npz
+    without X were an EOFError and a KeyError traceback (pymf ibp). Now one line naming the
+    file, what is wrong with it and the formats --data takes, and exit status 2."""
+    from pymf import cli
+    rng = np.random.default_rng(0)
+    files = {}
+    for name, content in (("random.npy", rng.bytes(4096)), ("text.npy", b"1 2 3\n4 5 6\n"),
+                          ("random.npz", rng.bytes(4096)), ("text.npz", b"1 2 3\n4 5 6\n"),
+                          ("empty.npy", b"")):
+        files[name] = tmp_path / name
+        files[name].write_bytes(content)
+    np.savez(tmp_path / "other.npz", Y=np.ones(3))
+    out = ["--out", str(tmp_path / "o")]
+    cases = [(["sample", "--data", str(files["random.npy"])], "random.npy' is not a valid "
+              "NumPy .npy file", "--data takes 'demo'"),
+             (["bpmf", "--data", str(files["text.npy"])], "text.npy' is not a valid NumPy "
+              ".npy file", "a .npz holding a matrix V"),
+             (["sample", "--data", str(files["random.npz"])], "random.npz' is not a valid "
+              "NumPy .npz file", "a .npy matrix"),
+             (["ibp", "--data", str(files["text.npy"])], "text.npy' is not a valid NumPy .npy "
+              "file", "--data takes 'cambridge'"),
+             (["ibp", "--data", str(files["text.npz"])], "text.npz' is not a valid NumPy .npz "
+              "file", "a .npz holding X"),
+             (["ibp", "--data", str(files["empty.npy"])], "empty.npy' is empty, not a NumPy "
+              ".npy file", "a .npy file of X"),
+             (["ibp", "--data", str(tmp_path / "other.npz")], "other.npz' holds no array X "
+              "(it holds Y)", "a .npz holding X"),
+             (["sibm", "--data", str(files["random.npz"])], "random.npz' is not a valid NumPy "
+              ".npz file", "scipy.sparse.save_npz"),
+             (["sibm", "--data", str(files["random.npy"])], "pymf sibm reads no .npy file",
+              "a MovieLens ratings file")]
+    for argv, problem, accepted in cases:
+        assert cli.main(argv + out) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("pymf: error: --data ") and err.count("\n") == 1, err
+        assert problem in err and accepted in err and "pickle" not in err, err
