@@ -468,3 +468,29 @@ def test_cli_data_files_that_are_not_numpy_files_are_named(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.startswith("pymf: error: --data ") and err.count("\n") == 1, err
         assert problem in err and accepted in err and "pickle" not in err, err
+
+
+def test_an_sibm_test_set_of_one_class_warns_that_its_auc_is_nan():
+    """Labels all 1 (or all 0): test_auc was NaN without a word. AUC is undefined there,
+    but test_loglik still measures the fit, so it is one UserWarning at the start naming
+    the class present, not an error; test_auc stays NaN and test_loglik finite."""
+    import warnings
+    X = pymf.sibm.make_binary_mf(60, 50, 3, density=0.1, seed=0)[0]
+    train, (rows, cols, labels) = pymf.sibm.holdout(X, 0.2, seed=0)
+    n = int(labels.sum())
+    for present, absent in ((1, 0), (0, 1)):
+        pick = labels == present
+        with pytest.warns(UserWarning) as record:
+            res = pymf.fit(pymf.LogisticMF(3), train, pymf.SIBM(batch_size=100), n_updates=4,
+                           seed=0, trace_every=2, test=(rows[pick], cols[pick], labels[pick]))
+        assert len(record) == 1 and record[0].filename == __file__
+        assert str(record[0].message).startswith(
+            f"test=: the test set's {n} labels are all {present} (no {absent}): AUC is "
+            "undefined without both classes, so test_auc is traced as NaN")
+        assert np.all(np.isnan(res.trace["test_auc"]))
+        assert np.all(np.isfinite(res.trace["test_loglik"]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # both classes: no warning, and an AUC
+        res = pymf.fit(pymf.LogisticMF(3), train, pymf.SIBM(batch_size=100), n_updates=4,
+                       seed=0, test=(rows, cols, labels))
+    assert 0.0 <= res.trace["test_auc"][-1] <= 1.0
