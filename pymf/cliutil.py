@@ -7,6 +7,7 @@ pymf.datasets and the engine), so neither depends on pymf.cli.
 """
 import argparse
 import os
+import zipfile
 
 import numpy as np
 
@@ -29,6 +30,68 @@ DATA_HELP = ("'demo' (the synthetic Poisson-NMF data of the PSGLD paper, --demo-
              "or a MovieLens ratings file (u.data, ratings.dat, ratings.csv)")
 
 
+NPY_MAGIC = b"\x93NUMPY"  # how every .npy file begins (numpy.lib.format)
+
+
+def _not_numpy(path, what, accepted, option):
+    return ValueError(f"{option} {path!r} {what}; {option} takes {accepted}")
+
+
+def read_npy(path, accepted=DATA_HELP, option="--data"):
+    """The array of a .npy file; a file that is not one is a ValueError naming it, what is
+    wrong and the formats `accepted`. numpy's own messages named neither: random bytes or a
+    text file named .npy were 'This file contains pickled (object) data. If you trust the
+    file you can load it unsafely using the `allow_pickle=` keyword argument'."""
+    with open(path, "rb") as fh:
+        head = fh.read(len(NPY_MAGIC))
+    if not head:
+        raise _not_numpy(path, "is empty, not a NumPy .npy file", accepted, option)
+    if head.startswith(b"PK"):
+        raise _not_numpy(path, "is a zip archive (a NumPy .npz?), not a .npy file: name it "
+                         ".npz", accepted, option)
+    if head != NPY_MAGIC:
+        raise _not_numpy(path, "is not a valid NumPy .npy file (it does not begin with the "
+                         "\\x93NUMPY of numpy.save's files)", accepted, option)
+    try:
+        return np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise _not_numpy(path, _damaged(".npy", exc), accepted, option) from None
+
+
+def _damaged(kind, exc):
+    if "pickle" in str(exc):  # 'Object arrays cannot be loaded when allow_pickle=False'
+        return (f"holds an object array (pickled Python objects), which pymf does not load: "
+                f"save an array of numbers with numpy.save{'z' if kind == '.npz' else ''}")
+    return f"is not a valid NumPy {kind} file: it is damaged or truncated ({exc})"
+
+
+def check_npz(path, accepted=DATA_HELP, option="--data"):
+    """Refuse (ValueError naming the file and the formats `accepted`) a file that is not a
+    zip archive, as numpy.savez writes: numpy called one 'pickled (object) data'."""
+    with open(path, "rb") as fh:
+        head = fh.read(len(NPY_MAGIC))
+    if head == NPY_MAGIC:
+        raise _not_numpy(path, "is a NumPy .npy file, not a .npz archive: name it .npy",
+                         accepted, option)
+    if not zipfile.is_zipfile(path):
+        raise _not_numpy(path, "is empty, not a NumPy .npz file" if not head else
+                         "is not a valid NumPy .npz file (it is not a zip archive, as "
+                         "numpy.savez writes)", accepted, option)
+
+
+def read_npz(path, names, accepted=DATA_HELP, option="--data"):
+    """(the arrays of the .npz file named in `names` that it holds, all the names it holds);
+    a file that is not a .npz, or a damaged member, is a ValueError naming the file, what
+    is wrong and the formats `accepted` (numpy's messages named neither)."""
+    check_npz(path, accepted, option)
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return ({name: archive[name] for name in names if name in archive.files},
+                    list(archive.files))
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise _not_numpy(path, _damaged(".npz", exc), accepted, option) from None
+
+
 def read_data_file(path):
     """A .npy matrix, a .npz with a matrix V or with ratings (rows, cols, values, shape), or
     a MovieLens ratings file (u.data / ratings.dat / ratings.csv)."""
@@ -36,17 +99,17 @@ def read_data_file(path):
         raise FileNotFoundError(f"--data {path!r}: no such file (or use --data demo)")
     try:
         if path.endswith(".npy"):
-            return np.load(path, allow_pickle=False)
+            return read_npy(path)
         if path.endswith(".npz"):
-            with np.load(path, allow_pickle=False) as archive:
-                if "V" in archive.files:
-                    return archive["V"]
-                if {"rows", "cols", "values", "shape"} <= set(archive.files):
-                    return Ratings(archive["rows"], archive["cols"], archive["values"],
-                                   shape=tuple(np.atleast_1d(archive["shape"])))
-                raise ValueError(f"{path!r} holds neither a matrix V nor ratings (rows, cols, "
-                                 "values, shape)")
-    except (OSError, EOFError) as exc:
+            arrays, held = read_npz(path, ("V", "rows", "cols", "values", "shape"))
+            if "V" in arrays:
+                return arrays["V"]
+            if {"rows", "cols", "values", "shape"} <= set(arrays):
+                return Ratings(arrays["rows"], arrays["cols"], arrays["values"],
+                               shape=tuple(np.atleast_1d(arrays["shape"])))
+            raise ValueError(f"--data {path!r} holds neither a matrix V nor ratings (rows, cols, "
+                             f"values, shape); it holds {', '.join(held) or 'nothing'}")
+    except OSError as exc:
         raise ValueError(f"--data {path!r} cannot be read: {exc}") from None
     return datasets.load_movielens(path)
 

@@ -411,3 +411,86 @@ def test_too_many_kept_draws_name_the_options_behind_them():
     with pytest.raises(MemoryError, match=r"keeping 10000000 draws .*sample_dir=.*"
                                           r"keep_samples=False"):
         run(model=pymf.TweedieNMF(200_000), n_samples=10**7)
+
+
+def test_an_ibp_alpha_that_implies_too_many_features_is_named():
+    """The starting Z is drawn from the IBP(alpha) prior: alpha=1e12 looped over about
+    4.5e12 columns (out of memory or no end), alpha=1e4 was numpy's 'Unable to allocate
+    15.3 GiB for an array with shape (45306, 45306)'. Now a ValueError naming alpha, its
+    value, the features it implies and the largest alpha these rows allow."""
+    from pymf.ibp.chain import MAX_FEATURES
+    X = pymf.datasets.make_cambridge(n=50, seed=0)[0]
+    for alpha, implied in ((1e4, r"4\.499e\+04"), (1e12, r"4\.499e\+12")):
+        for sampler in (pymf.CollapsedIBP(), pymf.HybridIBP(processes=2)):
+            with pytest.raises(ValueError, match=rf"alpha={alpha!r} implies about {implied} "
+                                                 rf"features for the N=50 rows of X.*more than "
+                                                 rf"the {MAX_FEATURES}.*at most 3642"):
+                pymf.sample(pymf.IBPLinearGaussian(alpha=alpha), X, sampler, n_samples=2,
+                            seed=0)
+
+
+def test_cli_data_files_that_are_not_numpy_files_are_named(tmp_path, capsys):
+    """Random bytes or a text file named .npy or .npz were numpy's 'This file contains
+    pickled (object) data. If you trust the file you can load it unsafely using the
+    `allow_pickle=` keyword argument' (pymf sample, bpmf, ibp), an empty .npy and a .npz
+    without X were an EOFError and a KeyError traceback (pymf ibp). Now one line naming the
+    file, what is wrong with it and the formats --data takes, and exit status 2."""
+    from pymf import cli
+    rng = np.random.default_rng(0)
+    files = {}
+    for name, content in (("random.npy", rng.bytes(4096)), ("text.npy", b"1 2 3\n4 5 6\n"),
+                          ("random.npz", rng.bytes(4096)), ("text.npz", b"1 2 3\n4 5 6\n"),
+                          ("empty.npy", b"")):
+        files[name] = tmp_path / name
+        files[name].write_bytes(content)
+    np.savez(tmp_path / "other.npz", Y=np.ones(3))
+    out = ["--out", str(tmp_path / "o")]
+    cases = [(["sample", "--data", str(files["random.npy"])], "random.npy' is not a valid "
+              "NumPy .npy file", "--data takes 'demo'"),
+             (["bpmf", "--data", str(files["text.npy"])], "text.npy' is not a valid NumPy "
+              ".npy file", "a .npz holding a matrix V"),
+             (["sample", "--data", str(files["random.npz"])], "random.npz' is not a valid "
+              "NumPy .npz file", "a .npy matrix"),
+             (["ibp", "--data", str(files["text.npy"])], "text.npy' is not a valid NumPy .npy "
+              "file", "--data takes 'cambridge'"),
+             (["ibp", "--data", str(files["text.npz"])], "text.npz' is not a valid NumPy .npz "
+              "file", "a .npz holding X"),
+             (["ibp", "--data", str(files["empty.npy"])], "empty.npy' is empty, not a NumPy "
+              ".npy file", "a .npy file of X"),
+             (["ibp", "--data", str(tmp_path / "other.npz")], "other.npz' holds no array X "
+              "(it holds Y)", "a .npz holding X"),
+             (["sibm", "--data", str(files["random.npz"])], "random.npz' is not a valid NumPy "
+              ".npz file", "scipy.sparse.save_npz"),
+             (["sibm", "--data", str(files["random.npy"])], "pymf sibm reads no .npy file",
+              "a MovieLens ratings file")]
+    for argv, problem, accepted in cases:
+        assert cli.main(argv + out) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("pymf: error: --data ") and err.count("\n") == 1, err
+        assert problem in err and accepted in err and "pickle" not in err, err
+
+
+def test_an_sibm_test_set_of_one_class_warns_that_its_auc_is_nan():
+    """Labels all 1 (or all 0): test_auc was NaN without a word. AUC is undefined there,
+    but test_loglik still measures the fit, so it is one UserWarning at the start naming
+    the class present, not an error; test_auc stays NaN and test_loglik finite."""
+    import warnings
+    X = pymf.sibm.make_binary_mf(60, 50, 3, density=0.1, seed=0)[0]
+    train, (rows, cols, labels) = pymf.sibm.holdout(X, 0.2, seed=0)
+    n = int(labels.sum())
+    for present, absent in ((1, 0), (0, 1)):
+        pick = labels == present
+        with pytest.warns(UserWarning) as record:
+            res = pymf.fit(pymf.LogisticMF(3), train, pymf.SIBM(batch_size=100), n_updates=4,
+                           seed=0, trace_every=2, test=(rows[pick], cols[pick], labels[pick]))
+        assert len(record) == 1 and record[0].filename == __file__
+        assert str(record[0].message).startswith(
+            f"test=: the test set's {n} labels are all {present} (no {absent}): AUC is "
+            "undefined without both classes, so test_auc is traced as NaN")
+        assert np.all(np.isnan(res.trace["test_auc"]))
+        assert np.all(np.isfinite(res.trace["test_loglik"]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # both classes: no warning, and an AUC
+        res = pymf.fit(pymf.LogisticMF(3), train, pymf.SIBM(batch_size=100), n_updates=4,
+                       seed=0, test=(rows, cols, labels))
+    assert 0.0 <= res.trace["test_auc"][-1] <= 1.0

@@ -7,6 +7,44 @@ from pymf.engine.seeds import seed_sequence
 from pymf.ibp import _ibp
 from pymf.ibp.samplers import CollapsedIBP
 
+# The most features a run may start with. The chain holds dense K x K matrices (the
+# collapsed inverse (Z'Z + sigma_x^2/sigma_a^2 I)^-1, its copy for a split-merge proposal,
+# the hybrid master's Cholesky factor) and factorises them with loops written for K of
+# tens, O(K^3) each: at 2^14 features one such matrix is 2 GiB and an iteration takes
+# hours; at 10^5 it is 75 GiB. The starting Z is drawn from the IBP(alpha) prior, whose
+# expected number of features for N rows is alpha * H_N.
+MAX_FEATURES = 1 << 14
+
+
+def harmonic(N):
+    """H_N = 1 + 1/2 + ... + 1/N."""
+    return float(np.sum(1.0 / np.arange(1, N + 1)))
+
+
+def too_many_features(alpha, N, count, what):
+    """The ValueError of a starting alpha whose IBP prior has `count` features (`what`: how
+    that count was found) for the N rows, more than MAX_FEATURES."""
+    gib = 8.0 * float(count) ** 2 / 2.0 ** 30
+    return ValueError(
+        f"alpha={alpha!r} implies {what} {count:.4g} features for the N={N} rows of X (the "
+        f"IBP prior's expected count is alpha * H_N, H_N = {harmonic(N):.4g}): more than the "
+        f"{MAX_FEATURES} a run may start with (one of the sampler's K x K matrices would "
+        f"need {gib:.3g} GiB). Give a smaller starting alpha, at most "
+        f"{MAX_FEATURES / harmonic(N):.4g} for these N rows (alpha is sampled from its "
+        f"Gamma(alpha_shape, alpha_rate) prior unless sample_hyper=False, so a start near 1 "
+        f"is usual)")
+
+
+def check_alpha(alpha, N):
+    """Refuse a starting alpha whose IBP(alpha) prior for N rows expects more than
+    MAX_FEATURES features (drawing the starting Z from it looped over that many columns:
+    alpha=1e12 ran out of memory or never ended, alpha=1e4 was numpy's 'Unable to allocate
+    15.3 GiB for an array with shape (45306, 45306)')."""
+    expected = alpha * harmonic(N)
+    if expected > MAX_FEATURES:
+        raise too_many_features(alpha, N, expected, "about")
+    return alpha
+
 
 def dense_data(X):
     """X as a float64 array. The model observes every cell (test_mask holds some out), so a
@@ -57,6 +95,7 @@ def check_data(X, test_mask, processes=1):
 def initial_state(model, X, train, rng, collapsed):
     """(Z, A, pi, hyper): Z ~ IBP(alpha), A = E[A | Z, training cells], pi = m / (N + 1)."""
     N, D = X.shape
+    check_alpha(model.alpha, N)
     columns = []
     for n in range(N):
         for k, column in enumerate(columns):
@@ -66,6 +105,8 @@ def initial_state(model, X, train, rng, collapsed):
             column = np.zeros(N)
             column[n] = 1.0
             columns.append(column)
+            if len(columns) > MAX_FEATURES:  # a draw far above check_alpha's expectation
+                raise too_many_features(model.alpha, N, len(columns), "a draw of over")
     Z = np.array(columns).T if columns else np.zeros((N, 0))
     Z = Z[:, Z.sum(axis=0) > 0]
     filled = X.copy()

@@ -13,6 +13,11 @@ class IBPLinearGaussian:
         rate alpha_rate + H_N).
     Defaults: IG(1, 1), IG(1, 1), Gamma(1, 1). sample_hyper=False keeps all three fixed at
     their starting values (the exact-enumeration tests use it).
+
+    The run's starting Z is drawn from the IBP(alpha) prior, which expects alpha * H_N
+    features for N rows (H_N = 1 + 1/2 + ... + 1/N); a starting alpha that expects more
+    than pymf.ibp.chain.MAX_FEATURES (16384: the chain holds dense K x K matrices) is a
+    ValueError naming alpha, the features it implies and the largest alpha the rows allow.
     """
 
     def __init__(self, alpha=1.0, sigma_x=1.0, sigma_a=1.0, alpha_shape=1.0, alpha_rate=1.0,

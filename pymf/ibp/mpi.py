@@ -17,10 +17,10 @@ gather Z; rank 0 writes the files, and every rank returns the result.
 """
 import argparse
 import json
+import os
 import sys
 import time
 
-import numpy as np
 
 from pymf.ibp.samplers import SPLIT_MERGE, HybridIBP
 from pymf.ibp.sampling import run_ibp
@@ -45,21 +45,28 @@ def sample(model, data, sampler, n_samples, **options):
                    comm=MPI.COMM_WORLD)
 
 
+DATA_HELP = "'cambridge' (the 6 x 6 four-bar images), a .npy file of X or a .npz holding X"
+
+
 def load_data(spec, n, sigma_x, seed):
     """--data cambridge (make_cambridge(n, sigma_x, seed)) or a .npy / .npz file of X."""
     from pymf.ibp.data import make_cambridge
     if spec == "cambridge":
         return make_cambridge(n=n, sigma_x=sigma_x, seed=seed)[0]
+    from pymf.cliutil import read_npy, read_npz
+    if not os.path.exists(spec):
+        raise FileNotFoundError(f"--data {spec!r}: no such file (or use --data cambridge)")
     if spec.endswith(".npz"):
-        with np.load(spec, allow_pickle=False) as archive:
-            return archive["X"]
-    return np.load(spec, allow_pickle=False)
+        arrays, held = read_npz(spec, ("X",), DATA_HELP)
+        if "X" not in arrays:
+            raise ValueError(f"--data {spec!r} holds no array X (it holds "
+                             f"{', '.join(held) or 'nothing'}); --data takes {DATA_HELP}")
+        return arrays["X"]
+    return read_npy(spec, DATA_HELP)
 
 
 def add_arguments(p):
-    p.add_argument("--data", default="cambridge",
-                   help="'cambridge' (the 6 x 6 four-bar images) or a .npy file of X (or a "
-                        ".npz holding X)")
+    p.add_argument("--data", default="cambridge", help=DATA_HELP)
     p.add_argument("--n", type=int, default=1000, help="rows of --data cambridge")
     p.add_argument("--sigma-x", type=float, default=0.5, help="noise sd of --data cambridge")
     p.add_argument("--test-fraction", type=float, default=0.1,

@@ -12,8 +12,8 @@ import numpy as np
 from pymf.engine import driver
 from pymf.engine.checks import check_run_length
 from pymf.engine.seeds import resolve_seed
-from pymf.ibp.chain import (chain_settings, check_data, dense_data, initial_state, make_chain,
-                            seeds)
+from pymf.ibp.chain import (chain_settings, check_alpha, check_data, dense_data, initial_state,
+                            make_chain, seeds)
 from pymf.ibp.distributed import RankKernel
 from pymf.ibp.kernel import IBPKernel
 from pymf.ibp.result import IBPResult
@@ -54,6 +54,7 @@ def run_ibp(model, data, sampler, n_samples, burnin, thin, seed, test_mask, trac
     processes = 1 if isinstance(sampler, CollapsedIBP) else sampler.processes
     X_eval = np.array(dense_data(data))  # with the held-out values, for the trace
     X, test_mask = check_data(X_eval, test_mask, processes)
+    check_alpha(model.alpha, X.shape[0])
     train = np.ones(X.shape, dtype=bool) if test_mask is None else ~test_mask
     seed = resolve_seed(seed)
     chain_seed, init_rng = seeds(seed)

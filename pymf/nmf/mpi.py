@@ -102,8 +102,10 @@ def write_shards(data, n_blocks, pattern, permute=False, seed=0):
 
 def _as_observed_source(data):
     if isinstance(data, str):
-        if data.endswith(".npy"):
-            return as_observed(np.load(data, allow_pickle=False))
+        if data.endswith(".npy"):  # a file that is not one: a ValueError naming it
+            from pymf.cliutil import read_npy
+            return as_observed(read_npy(data, "a .npy matrix or a MovieLens ratings file",
+                                        option="data"))
         from pymf.datasets import load_movielens
         return load_movielens(data)
     return as_observed(data)

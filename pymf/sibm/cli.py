@@ -17,13 +17,13 @@ from pymf.sibm.models import LogisticMF
 from pymf.sibm.samplers import SAMPLINGS, SIBM, BatchVB
 
 SIBM_HELP = "logistic MF of a binary matrix by stochastic VI (SIBM) or batch VB"
+DATA_HELP = ("'synthetic' (a --synthetic-size square matrix drawn from the model), a MovieLens "
+             "ratings file (u.data, ratings.dat, ratings.csv: rated = 1), or a .npz of a "
+             "scipy.sparse matrix of ones (scipy.sparse.save_npz)")
 
 
 def sibm_arguments(parser):
-    cliutil.add_data(parser, default="synthetic",
-                     help="'synthetic' (a --synthetic-size square matrix drawn from the model), "
-                          "a MovieLens ratings file (u.data, ratings.dat, ratings.csv: rated = "
-                          "1), or a .npz of a scipy.sparse matrix of ones")
+    cliutil.add_data(parser, default="synthetic", help=DATA_HELP)
     parser.add_argument("--synthetic-size", type=int, default=2000,
                         help="rows and columns of --data synthetic")
     parser.add_argument("--density", type=float, default=0.01,
@@ -55,10 +55,14 @@ def _load(args):
         X, _, _, _ = make_binary_mf(args.synthetic_size, args.synthetic_size, args.rank,
                                     density=args.density, seed=args.seed)
         return X
-    if args.data.endswith(".npz"):
+    if args.data.endswith((".npz", ".npy")):
         import scipy.sparse as sparse
         if not os.path.exists(args.data):
             raise FileNotFoundError(f"--data {args.data!r}: no such file")
+        if args.data.endswith(".npy"):  # was read as a MovieLens file: 'utf-8' codec can't ...
+            raise ValueError(f"--data {args.data!r}: pymf sibm reads no .npy file; --data "
+                             f"takes {DATA_HELP}")
+        cliutil.check_npz(args.data, DATA_HELP)
         try:
             return sparse.load_npz(args.data)
         except (ValueError, OSError) as exc:

@@ -7,6 +7,9 @@ of (seed, data, settings), whatever the number of threads, and a resumed fit equ
 that never stopped.
 """
 import math
+import os
+import sys
+import warnings
 
 import numpy as np
 
@@ -70,13 +73,44 @@ def prepare_chain(model, X, method, seed, init=None):
     return chain, settings, draw_seed
 
 
+def warn_one_class(test):
+    """A single UserWarning when the test labels are all 0 or all 1: AUC is undefined
+    there (it ranks ones against zeros), so test_auc is NaN in every trace point, while
+    test_loglik is still the held-out labels' mean log-likelihood. Not an error: a test set
+    of held-out ones only is a usual way to score a recommender by log-likelihood."""
+    if test is None:
+        return
+    labels = test[2]
+    n1 = int(labels.sum())
+    if n1 not in (0, len(labels)):
+        return
+    present, absent = (1, 0) if n1 else (0, 1)
+    warnings.warn(f"test=: the test set's {len(labels)} labels are all {present} (no {absent}): "
+                  f"AUC is undefined without both classes, so test_auc is traced as NaN "
+                  f"(test_loglik is still traced); hold out entries of both classes for an "
+                  f"AUC (pymf.sibm.holdout holds out as many zeros as ones)", UserWarning,
+                  stacklevel=_caller_level())
+
+
+def _caller_level():
+    """The warnings stacklevel of the first frame outside pymf (the call of pymf.fit),
+    counted from _caller_level's caller's caller."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    level, frame = 2, sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        level, frame = level + 1, frame.f_back
+    return level
+
+
 def fit_sibm(model, data, method, n_updates=1000, seed=None, init=None, test=None,
              trace_every=None, checkpoint=None, checkpoint_every=None, progress=None,
              callback=None):
     """Fit q for a LogisticMF model with SIBM or BatchVB; returns an SIBMResult.
 
     n_updates: SIBM's minibatch updates, or BatchVB's sweeps. test = (rows, cols, labels):
-    held-out entries traced as test_loglik and test_auc. trace_every: units between trace
+    held-out entries traced as test_loglik and test_auc (labels all of one class: test_auc is
+    NaN, AUC being undefined without both classes, and a UserWarning says so once at the
+    start; test_loglik is traced as usual). trace_every: units between trace
     points (default: 100 for SIBM, 1 for BatchVB). init: an earlier SIBMResult to go on
     from. checkpoint, checkpoint_every, progress, callback: as in pymf.sample.
     """
@@ -84,6 +118,7 @@ def fit_sibm(model, data, method, n_updates=1000, seed=None, init=None, test=Non
     batch = isinstance(method, BatchVB)
     n_updates = check_count(n_updates, "n_updates", 1)
     test = check_test(test, X.shape)
+    warn_one_class(test)
     if trace_every is None:
         trace_every = 1 if batch else min(100, n_updates)
     seed = resolve_seed(seed)

@@ -13,7 +13,8 @@ class SIBMResult(Result):
     U_mean, U_var (L x D), V_mean, V_var (M x D), z_mean, z_var: q, the mean-field Gaussian
     posterior approximation. trace: iteration (updates or sweeps), time (s), elbo (exact
     while L M D <= 5e7, else an unbiased estimate from 20,000 draws), batch_size, and with
-    test=: test_loglik (mean log-likelihood of the held-out labels) and test_auc.
+    test=: test_loglik (mean log-likelihood of the held-out labels) and test_auc (NaN when
+    the labels are all of one class: AUC is undefined there; pymf.fit warns at the start).
     natural: q's natural parameters and counters (init= of a further fit).
     """
 
