@@ -525,3 +525,31 @@ def test_an_ibp_chain_that_grows_past_the_feature_cap_stops_by_name(monkeypatch)
         for name in ("Z", "A", "pi", "sigma_x", "sigma_a", "alpha"):
             np.testing.assert_array_equal(exc.state[name], one.last_state[name])
 
+
+def test_a_file_that_is_not_a_result_is_named_without_numpy_pickle_advice(tmp_path, capsys):
+    """pymf.load (and pymf predict --result) on random bytes named .npz said 'not a result
+    saved by pymf' and then numpy's 'This file contains pickled (object) data. If you trust
+    the file you can load it unsafely using the `allow_pickle=` keyword argument'. Now only
+    what is wrong (not a zip archive, a .npy, empty, or a .npz without 'meta' and what it
+    holds) and what a result file holds."""
+    from pymf import cli
+    garbage, npy, empty, foreign = (tmp_path / f"{name}.npz"
+                                    for name in ("garbage", "npy", "empty", "foreign"))
+    garbage.write_bytes(np.random.default_rng(0).bytes(200))
+    with open(npy, "wb") as fh:
+        np.save(fh, np.ones(3))
+    empty.write_bytes(b"")
+    np.savez(foreign, X=np.ones(3), V=np.ones(2))
+    holds = "holding 'meta' (the kind of result and its settings, as JSON) and the result's"
+    for path, problem in ((garbage, "it is not a zip archive, as numpy.savez writes"),
+                          (npy, "it is a NumPy .npy file (one array), not a .npz archive"),
+                          (empty, "it is empty"),
+                          (foreign, "it is a .npz archive without 'meta'; it holds V, X")):
+        with pytest.raises(ValueError) as info:
+            pymf.load(path)
+        message = str(info.value)
+        assert message.startswith(f"{str(path)!r} is not a result saved by pymf: {problem}; ")
+        assert holds in message and "pickle" not in message, message
+        assert cli.main(["predict", "--result", str(path), "--rows", "0", "--cols", "0"]) == 2
+        err = capsys.readouterr().err
+        assert err == f"pymf: error: {message}\n", err
