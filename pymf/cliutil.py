@@ -65,16 +65,28 @@ def _damaged(kind, exc):
     return f"is not a valid NumPy {kind} file: it is damaged or truncated ({exc})"
 
 
-def check_npz(path, accepted=DATA_HELP, option="--data"):
-    """Refuse (ValueError naming the file and the formats `accepted`) a file that is not a
-    zip archive, as numpy.savez writes: numpy called one 'pickled (object) data'."""
+def npz_problem(path):
+    """Why the file at path is not a .npz archive as numpy.savez writes one: "empty", "npy"
+    (a NumPy .npy file) or "not zip"; None if it is a zip archive. numpy's np.load called
+    each of these 'pickled (object) data'. check_npz and pymf.load word the answer."""
     with open(path, "rb") as fh:
         head = fh.read(len(NPY_MAGIC))
     if head == NPY_MAGIC:
+        return "npy"
+    if not zipfile.is_zipfile(path):
+        return "not zip" if head else "empty"
+    return None
+
+
+def check_npz(path, accepted=DATA_HELP, option="--data"):
+    """Refuse (ValueError naming the file and the formats `accepted`) a file that is not a
+    zip archive, as numpy.savez writes: numpy called one 'pickled (object) data'."""
+    problem = npz_problem(path)
+    if problem == "npy":
         raise _not_numpy(path, "is a NumPy .npy file, not a .npz archive: name it .npy",
                          accepted, option)
-    if not zipfile.is_zipfile(path):
-        raise _not_numpy(path, "is empty, not a NumPy .npz file" if not head else
+    if problem is not None:
+        raise _not_numpy(path, "is empty, not a NumPy .npz file" if problem == "empty" else
                          "is not a valid NumPy .npz file (it is not a zip archive, as "
                          "numpy.savez writes)", accepted, option)
 

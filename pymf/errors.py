@@ -2,7 +2,8 @@
 
 
 class DivergenceError(RuntimeError):
-    """A chain produced a non-finite parameter (or a state whose log-likelihood is not).
+    """A chain produced a non-finite parameter (or a state whose log-likelihood is not), or
+    cannot go on (an IBP chain whose feature count would pass pymf.ibp.chain.MAX_FEATURES).
 
     Attributes, the same for every family
     ----------

@@ -494,3 +494,62 @@ def test_an_sibm_test_set_of_one_class_warns_that_its_auc_is_nan():
         res = pymf.fit(pymf.LogisticMF(3), train, pymf.SIBM(batch_size=100), n_updates=4,
                        seed=0, test=(rows, cols, labels))
     assert 0.0 <= res.trace["test_auc"][-1] <= 1.0
+
+
+def test_an_ibp_chain_that_grows_past_the_feature_cap_stops_by_name(monkeypatch):
+    """A large fixed alpha (sample_hyper=False) proposes Poisson(alpha / N) new features per
+    row, so the chain's K grew without bound during sampling (MAX_FEATURES bounded only the
+    start) until memory ran out, reported as a matrix that is not positive definite. Now the
+    cap holds during sampling: a step whose outcome would pass it stops with a
+    DivergenceError naming the iteration, the count, the cap and alpha, carrying the partial
+    result and the last good state (the last completed iteration's, the same as a run that
+    ended there). A smaller cap here, so that the test is fast: MAX_FEATURES is the one
+    source of it (pymf.ibp.chain hands it to the C core)."""
+    import pymf.ibp.chain as ibp_chain
+    monkeypatch.setattr(ibp_chain, "MAX_FEATURES", 32)
+    X = pymf.datasets.make_cambridge(n=50, seed=0)[0]
+    model = pymf.IBPLinearGaussian(alpha=26 / ibp_chain.harmonic(50), sigma_x=10.0,
+                                   sample_hyper=False)
+    for sampler in (pymf.CollapsedIBP(), pymf.HybridIBP(processes=2)):
+        with pytest.raises(pymf.DivergenceError,
+                           match=r"^iteration 2: the chain would hold 33 features, more than "
+                                 r"the cap MAX_FEATURES = 32 \(alpha = 5\.7788, N = 50 rows\); "
+                                 r"kept the state of iteration 1\. Give a smaller alpha, or "
+                                 r"let it be sampled \(sample_hyper=True\)$") as info:
+            pymf.sample(model, X, sampler, n_samples=50, seed=3, progress=False)
+        exc = info.value
+        assert exc.iteration == 2
+        K = exc.result.trace["K"]  # at the start and after iteration 1
+        assert len(K) == 2 and K.max() <= 32 and K[-1] == exc.state["Z"].shape[1]
+        one = pymf.sample(model, X, sampler, n_samples=1, seed=3, progress=False)
+        for name in ("Z", "A", "pi", "sigma_x", "sigma_a", "alpha"):
+            np.testing.assert_array_equal(exc.state[name], one.last_state[name])
+
+
+def test_a_file_that_is_not_a_result_is_named_without_numpy_pickle_advice(tmp_path, capsys):
+    """pymf.load (and pymf predict --result) on random bytes named .npz said 'not a result
+    saved by pymf' and then numpy's 'This file contains pickled (object) data. If you trust
+    the file you can load it unsafely using the `allow_pickle=` keyword argument'. Now only
+    what is wrong (not a zip archive, a .npy, empty, or a .npz without 'meta' and what it
+    holds) and what a result file holds."""
+    from pymf import cli
+    garbage, npy, empty, foreign = (tmp_path / f"{name}.npz"
+                                    for name in ("garbage", "npy", "empty", "foreign"))
+    garbage.write_bytes(np.random.default_rng(0).bytes(200))
+    with open(npy, "wb") as fh:
+        np.save(fh, np.ones(3))
+    empty.write_bytes(b"")
+    np.savez(foreign, X=np.ones(3), V=np.ones(2))
+    holds = "holding 'meta' (the kind of result and its settings, as JSON) and the result's"
+    for path, problem in ((garbage, "it is not a zip archive, as numpy.savez writes"),
+                          (npy, "it is a NumPy .npy file (one array), not a .npz archive"),
+                          (empty, "it is empty"),
+                          (foreign, "it is a .npz archive without 'meta'; it holds V, X")):
+        with pytest.raises(ValueError) as info:
+            pymf.load(path)
+        message = str(info.value)
+        assert message.startswith(f"{str(path)!r} is not a result saved by pymf: {problem}; ")
+        assert holds in message and "pickle" not in message, message
+        assert cli.main(["predict", "--result", str(path), "--rows", "0", "--cols", "0"]) == 2
+        err = capsys.readouterr().err
+        assert err == f"pymf: error: {message}\n", err

@@ -2,6 +2,7 @@
  * The maths and the order of the draws are in core/include/pymf/ibp.h. */
 #include "pymf/ibp.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,14 @@ typedef struct {
     double logdet;
     double *Mz, *mu, *w;  /* scratch: cap, D, D */
     int *single;          /* scratch: cap */
+    int base, limit;      /* the chain's features outside the block (as far as they are
+                             known) and the most the block may hold: a row whose new
+                             features would take K above limit stops (ROW_FULL) */
+    int reached;          /* after ROW_FULL: base + the count the row would have left */
 } block;
+
+/* what block_gibbs_row returns */
+enum { ROW_OK = 1, ROW_NUMERIC = 0, ROW_NOMEM = -1, ROW_FULL = -2 };
 
 typedef struct {
     int index;              /* p */
@@ -36,7 +44,7 @@ typedef struct {
     block tail;             /* the tail (hybrid) or every feature (collapsed Gibbs) */
     double *e;              /* scratch: D */
     double *residuals;      /* hybrid: n_rows x D, y - z A of every row in the first stage */
-    pymf_status status;
+    pymf_status status;     /* PYMF_EDIVERGED: the feature cap (the count in tail.reached) */
     int64_t bad_row;
 } process;
 
@@ -66,6 +74,17 @@ struct pymf_ibp {
     gsl_rng *sm_rng;        /* the split-merge moves' stream */
     block sm_block;         /* hybrid: every row, collapsed, for the split-merge moves */
     int64_t sm_counts[4];   /* splits proposed, accepted, merges proposed, accepted */
+    /* what pymf_ibp_abort restores: the state as the iteration found it (Z: n_rows x
+     * saved_K, packed; A: saved_K x D; pi; the held-out cells; the hyper-parameters; t;
+     * the split-merge counts). in_iteration: begun and not yet ended (the hybrid's ends
+     * with its split-merge moves, after the master). */
+    double *saved_Z, *saved_A, *saved_pi, *saved_Ym;
+    int64_t saved_size, saved_K_cap;
+    int saved_K;
+    double saved_hyper[3];
+    int64_t saved_t;
+    int64_t saved_sm[4];
+    int in_iteration;
 };
 
 /* ---------- small dense linear algebra (K is tens at most) ---------- */
@@ -214,6 +233,7 @@ static int block_init(block *b, int64_t n, int D, int cap)
     b->n = n;
     b->D = D;
     b->cap = cap;
+    b->limit = INT_MAX;
     b->Z = calloc((size_t)(n > 0 ? n : 1) * cap, sizeof(double));
     b->Y = calloc((size_t)(n > 0 ? n : 1) * D, sizeof(double));
     b->m = calloc((size_t)cap, sizeof(double));
@@ -427,7 +447,10 @@ static int block_add_empty(block *b, double r)
 }
 
 /* Row i, already taken out, gets the data y: Gibbs over the features other rows own,
- * the MH step on its singletons, then it is put back. N: rows of the whole matrix. */
+ * the MH step on its singletons, then it is put back. N: rows of the whole matrix.
+ * Returns ROW_OK, ROW_NUMERIC (a matrix not positive definite), ROW_NOMEM, or ROW_FULL when
+ * the accepted outcome would hold more than b->limit features (decided after the MH step,
+ * from what it accepted: no proposal is cut short, and no random number is drawn for it). */
 static int block_gibbs_row(block *b, int64_t i, const double *y, double N, double alpha,
                            double sx2, double sa2, gsl_rng *rng)
 {
@@ -486,13 +509,17 @@ static int block_gibbs_row(block *b, int64_t i, const double *y, double N, doubl
         if (log_ratio >= 0.0 || gsl_rng_uniform(rng) < exp(log_ratio))
             k_final = (int)k_new;
     }
+    if (K + k_final > b->limit) {
+        b->reached = b->base + K + k_final;
+        return ROW_FULL;
+    }
     if (!block_reserve(b, K + k_final))
-        return 0;
+        return ROW_NOMEM;
     for (int c = 0; c < k_final; ++c) {
         block_add_empty(b, r);  /* room reserved above */
         b->Z[i * b->cap + b->K - 1] = 1.0;
     }
-    return block_row(b, i, +1);
+    return block_row(b, i, +1) ? ROW_OK : ROW_NUMERIC;
 }
 
 /* ---------- split-merge moves (collapsed over A; the maths in ibp.h) ---------- */
@@ -952,6 +979,7 @@ void pymf_ibp_destroy(pymf_ibp *s)
     free(s->Y); free(s->missing); free(s->Z); free(s->A); free(s->pi); free(s->A_norm2);
     free(s->in_tail); free(s->pi_logit);
     free(s->new_counts); free(s->stats);
+    free(s->saved_Z); free(s->saved_A); free(s->saved_pi); free(s->saved_Ym);
     free(s);
 }
 
@@ -1005,6 +1033,9 @@ pymf_ibp *pymf_ibp_create(const pymf_ibp_data *data, const pymf_ibp_prior *prior
         return pymf_fail(err, PYMF_EINVAL, "split_merge must be >= 0"), NULL;
     if (config->sub_iterations < 1)
         return pymf_fail(err, PYMF_EINVAL, "sub_iterations must be >= 1"), NULL;
+    if (config->max_features < 1)
+        return pymf_fail(err, PYMF_EINVAL, "max_features must be >= 1, got %d",
+                         config->max_features), NULL;
     if (config->first_process < 0 || config->n_local < 1 || config->first_process + config->n_local > P)
         return pymf_fail(err, PYMF_EINVAL, "the local processes must lie in [0, %d)", P), NULL;
     const int64_t r0 = process_start(data->n_total, P, config->first_process);
@@ -1041,7 +1072,9 @@ pymf_ibp *pymf_ibp_create(const pymf_ibp_data *data, const pymf_ibp_prior *prior
     s->master = gsl_rng_alloc(gsl_rng_mt19937);
     s->sm_rng = gsl_rng_alloc(gsl_rng_mt19937);
     s->new_counts = calloc((size_t)P, sizeof(int));
+    s->saved_Ym = malloc(sizeof(double) * (size_t)(n_missing > 0 ? n_missing : 1));
     if (!s->Y || !s->missing || !s->procs || !s->master || !s->sm_rng || !s->new_counts ||
+        !s->saved_Ym ||
         !reserve_features(s, 8)) {
         pymf_ibp_destroy(s);
         return pymf_fail(err, PYMF_ENOMEM, "out of memory"), NULL;
@@ -1073,6 +1106,8 @@ pymf_ibp *pymf_ibp_create(const pymf_ibp_data *data, const pymf_ibp_prior *prior
             pymf_ibp_destroy(s);
             return pymf_fail(err, PYMF_ENOMEM, "out of memory"), NULL;
         }
+        if (config->collapsed)
+            pr->tail.limit = config->max_features;  /* the block holds every feature */
     }
     return s;
 }
@@ -1113,6 +1148,9 @@ pymf_status pymf_ibp_set_state(pymf_ibp *s, int K, const double *Z, const double
 {
     if (K < 0 || iteration < 0)
         return pymf_fail(err, PYMF_EINVAL, "K and the iteration must be >= 0");
+    if (K > s->config.max_features)
+        return pymf_fail(err, PYMF_EINVAL, "Z has %d features, more than the cap "
+                         "MAX_FEATURES = %d", K, s->config.max_features);
     for (int h = 0; h < 3; ++h)
         if (!(hyper[h] > 0.0) || !isfinite(hyper[h]))
             return pymf_fail(err, PYMF_EINVAL, "sigma_x, sigma_a and alpha must be positive and finite");
@@ -1136,6 +1174,7 @@ pymf_status pymf_ibp_set_state(pymf_ibp *s, int K, const double *Z, const double
     s->alpha = hyper[2];
     s->t = iteration;
     s->begun = 0;
+    s->in_iteration = 0;
     if (!reserve_features(s, K))
         return pymf_fail(err, PYMF_ENOMEM, "out of memory");
     memcpy(s->A, A, sizeof(double) * (size_t)K * D);
@@ -1201,9 +1240,104 @@ int pymf_ibp_collapsed_block(const pymf_ibp *s, double *M, double *logdet)
     return b->K;
 }
 
+/* The state the iteration begins from, for pymf_ibp_abort: one copy of Z, A and the
+ * held-out cells per iteration (small beside the sweeps). */
+static int save_state(pymf_ibp *s)
+{
+    const int collapsed = s->config.collapsed, D = s->D;
+    const int K = collapsed ? s->procs[0].tail.K : s->K;
+    const int ld = collapsed ? s->procs[0].tail.cap : s->cap;
+    const double *Z = collapsed ? s->procs[0].tail.Z : s->Z;
+    const int64_t size = s->n_rows * (int64_t)K;
+    if (s->saved_Z == NULL || size > s->saved_size) {
+        double *saved = malloc(sizeof(double) * (size_t)(2 * size + 1));
+        if (saved == NULL)
+            return 0;
+        free(s->saved_Z);
+        s->saved_Z = saved;
+        s->saved_size = 2 * size + 1;
+    }
+    if (K > s->saved_K_cap || s->saved_A == NULL) {
+        const int64_t cap = 2 * (int64_t)(K > 4 ? K : 4);
+        double *A = malloc(sizeof(double) * (size_t)(cap * D));
+        double *pi = malloc(sizeof(double) * (size_t)cap);
+        if (A == NULL || pi == NULL) {
+            free(A); free(pi);
+            return 0;
+        }
+        free(s->saved_A); free(s->saved_pi);
+        s->saved_A = A;
+        s->saved_pi = pi;
+        s->saved_K_cap = cap;
+    }
+    for (int64_t i = 0; i < s->n_rows; ++i)
+        memcpy(s->saved_Z + i * K, Z + i * ld, sizeof(double) * (size_t)K);
+    memcpy(s->saved_A, s->A, sizeof(double) * (size_t)K * D);
+    memcpy(s->saved_pi, s->pi, sizeof(double) * (size_t)K);
+    for (int64_t j = 0; j < s->n_missing; ++j)
+        s->saved_Ym[j] = s->Y[s->missing[j]];
+    s->saved_K = K;
+    s->saved_hyper[0] = s->sigma_x;
+    s->saved_hyper[1] = s->sigma_a;
+    s->saved_hyper[2] = s->alpha;
+    s->saved_t = s->t;
+    memcpy(s->saved_sm, s->sm_counts, sizeof(s->sm_counts));
+    return 1;
+}
+
+void pymf_ibp_abort(pymf_ibp *s)
+{
+    if (!s->begun && !s->in_iteration)
+        return;
+    const int K = s->saved_K, D = s->D;
+    /* the buffers' caps only grow: room for K */
+    if (s->config.collapsed) {
+        block *b = &s->procs[0].tail;
+        for (int64_t i = 0; i < s->n_rows; ++i)
+            memcpy(b->Z + i * b->cap, s->saved_Z + i * K, sizeof(double) * (size_t)K);
+        b->K = K;  /* M, S, Abar: refreshed from Z before their next use */
+    } else {
+        for (int64_t i = 0; i < s->n_rows; ++i)
+            memcpy(s->Z + i * s->cap, s->saved_Z + i * K, sizeof(double) * (size_t)K);
+        s->K = K;
+        for (int q = 0; q < s->config.n_local; ++q) {
+            s->procs[q].has_tail = 0;
+            s->procs[q].tail.K = 0;
+        }
+    }
+    memcpy(s->A, s->saved_A, sizeof(double) * (size_t)K * D);
+    for (int a = 0; a < K; ++a)
+        s->A_norm2[a] = pymf_dot_sequential(s->A + (int64_t)a * D, s->A + (int64_t)a * D, D);
+    memcpy(s->pi, s->saved_pi, sizeof(double) * (size_t)K);
+    for (int64_t j = 0; j < s->n_missing; ++j)
+        s->Y[s->missing[j]] = s->saved_Ym[j];
+    if (s->config.collapsed)
+        memcpy(s->procs[0].tail.Y, s->Y, sizeof(double) * (size_t)s->n_rows * D);
+    s->sigma_x = s->saved_hyper[0];
+    s->sigma_a = s->saved_hyper[1];
+    s->alpha = s->saved_hyper[2];
+    s->t = s->saved_t;
+    memcpy(s->sm_counts, s->saved_sm, sizeof(s->sm_counts));
+    s->begun = 0;
+    s->in_iteration = 0;
+}
+
+/* The stop at the feature cap: `count` features after a step of iteration t. */
+static pymf_status over_cap(const pymf_ibp *s, int64_t t, int count, pymf_error *err)
+{
+    err->iteration = t;
+    return pymf_fail(err, PYMF_EDIVERGED, "iteration %lld: the chain would hold %d features, "
+                     "more than the cap MAX_FEATURES = %d (alpha = %g, N = %lld rows); kept "
+                     "the state of iteration %lld. Give a smaller alpha, or let it be sampled "
+                     "(sample_hyper=True)", (long long)t, count, s->config.max_features,
+                     s->alpha, (long long)s->N, (long long)(t - 1));
+}
+
 pymf_status pymf_ibp_begin(pymf_ibp *s, pymf_error *err)
 {
     const int64_t t = s->t + 1;
+    if (!save_state(s))
+        return pymf_fail(err, PYMF_ENOMEM, "out of memory");
     reseed(s->master, s->config.seed, STREAM_MASTER, 0, t);
     s->active = (int)gsl_rng_uniform_int(s->master, (unsigned long)s->config.n_processes);
     for (int q = 0; q < s->config.n_local; ++q) {
@@ -1225,6 +1359,7 @@ pymf_status pymf_ibp_begin(pymf_ibp *s, pymf_error *err)
         s->pi_logit[k] = log(s->pi[k]) - log1p(-s->pi[k]);
     }
     s->begun = 1;
+    s->in_iteration = 1;
     return PYMF_OK;
 }
 
@@ -1269,6 +1404,11 @@ static void residual(const pymf_ibp *s, int64_t i, double *e)
             pymf_axpy(D, -1.0, s->A + (int64_t)k * D, e);
 }
 
+static pymf_status row_status(int row)
+{
+    return row == ROW_FULL ? PYMF_EDIVERGED : row == ROW_NOMEM ? PYMF_ENOMEM : PYMF_ENUMERIC;
+}
+
 /* Collapsed Gibbs: one sweep over the process's rows (every feature in its block). */
 static void collapsed_sweep(pymf_ibp *s, process *pr)
 {
@@ -1282,10 +1422,12 @@ static void collapsed_sweep(pymf_ibp *s, process *pr)
         return;
     }
     for (int64_t j = 0; j < pr->n_rows; ++j) {
-        if (!block_row(b, j, -1) ||
-            !block_gibbs_row(b, j, s->Y + (pr->row0 + j) * D, (double)s->N, s->alpha, sx2, sa2,
-                             pr->rng)) {
-            pr->status = PYMF_ENUMERIC;
+        const int row = block_row(b, j, -1)
+                        ? block_gibbs_row(b, j, s->Y + (pr->row0 + j) * D, (double)s->N,
+                                          s->alpha, sx2, sa2, pr->rng)
+                        : ROW_NUMERIC;
+        if (row != ROW_OK) {
+            pr->status = row_status(row);
             pr->bad_row = s->row_offset + pr->row0 + j;
             return;
         }
@@ -1352,8 +1494,9 @@ static void tail_sweeps(pymf_ibp *s, process *pr)
             flip_instantiated(s, pr, i, e, sx2 * (1.0 + v), NULL);
             for (int d = 0; d < D; ++d)
                 e[d] += b->mu[d];
-            if (!block_gibbs_row(b, j, e, (double)s->N, s->alpha, sx2, sa2, pr->rng)) {
-                pr->status = PYMF_ENUMERIC;
+            const int row = block_gibbs_row(b, j, e, (double)s->N, s->alpha, sx2, sa2, pr->rng);
+            if (row != ROW_OK) {
+                pr->status = row_status(row);
                 pr->bad_row = s->row_offset + i;
                 return;
             }
@@ -1363,13 +1506,21 @@ static void tail_sweeps(pymf_ibp *s, process *pr)
 
 static pymf_status process_status(pymf_ibp *s, pymf_error *err)
 {
-    for (int q = 0; q < s->config.n_local; ++q)
-        if (s->procs[q].status != PYMF_OK) {
-            err->iteration = s->t + 1;
-            return pymf_fail(err, s->procs[q].status, "iteration %lld: the collapsed update of "
-                             "row %lld met a matrix that is not positive definite",
-                             (long long)(s->t + 1), (long long)s->procs[q].bad_row);
-        }
+    for (int q = 0; q < s->config.n_local; ++q) {
+        const process *pr = &s->procs[q];
+        if (pr->status == PYMF_OK)
+            continue;
+        err->iteration = s->t + 1;
+        if (pr->status == PYMF_EDIVERGED)
+            return over_cap(s, s->t + 1, pr->tail.reached, err);
+        if (pr->status == PYMF_ENOMEM)
+            return pymf_fail(err, PYMF_ENOMEM, "iteration %lld: out of memory in the collapsed "
+                             "update of row %lld", (long long)(s->t + 1),
+                             (long long)pr->bad_row);
+        return pymf_fail(err, pr->status, "iteration %lld: the collapsed update of "
+                         "row %lld met a matrix that is not positive definite",
+                         (long long)(s->t + 1), (long long)pr->bad_row);
+    }
     return PYMF_OK;
 }
 
@@ -1401,6 +1552,8 @@ static pymf_status collapsed_split_merge(pymf_ibp *s, int64_t t, pymf_error *err
                                   s->sm_counts);
     if (moved < 1)
         return split_merge_failed(err, t, moved);
+    if (s->procs[0].tail.K > s->config.max_features)  /* splits add one feature each */
+        return over_cap(s, t, s->procs[0].tail.K, err);
     return PYMF_OK;
 }
 
@@ -1474,11 +1627,21 @@ pymf_status pymf_ibp_tail_sweeps(pymf_ibp *s, const double *counts_all, pymf_err
                 s->in_tail[k] = p;
         }
     }
+    /* The features outside every tail that some row keeps through this stage: outside the
+     * warm start those a process other than p' owns (only p' rows change now); in it,
+     * every process changes its rows, so none is sure to stay. A tail may hold at most the
+     * cap less these: beyond it the chain surely holds more than the cap. */
+    int n_outside = 0;
+    if (s->t + 1 > s->config.warm_start)
+        for (int k = 0; k < K; ++k)
+            n_outside += s->in_tail[k] == -1;
     for (int q = 0; q < s->config.n_local; ++q) {
         process *pr = &s->procs[q];
         if (!pr->has_tail)
             continue;
         block *b = &pr->tail;
+        b->base = n_outside;
+        b->limit = s->config.max_features - n_outside;
         int n_moved = 0;
         for (int k = 0; k < K; ++k)
             n_moved += s->in_tail[k] == pr->index;
@@ -1539,9 +1702,40 @@ static int row_ones(const pymf_ibp *s, const process *pr, int64_t j, int offset,
     return n;
 }
 
+/* Hybrid, after the tail stage: a count the chain's features surely reach, from every
+ * process's new (tail) feature count: the tails' features (disjoint, each owned by a row)
+ * and, outside the warm start, the features a process other than p' owns (only p' rows
+ * changed in the tail stage). Outside the warm start it is the chain's exact count. */
+static int64_t features_at_least(const pymf_ibp *s, const int *new_features_all)
+{
+    int64_t lower = 0;
+    for (int p = 0; p < s->config.n_processes; ++p)
+        lower += new_features_all[p];
+    if (s->t + 1 > s->config.warm_start)
+        for (int k = 0; k < s->K; ++k)
+            lower += s->in_tail[k] == -1;
+    return lower;
+}
+
+pymf_status pymf_ibp_check_new_features(pymf_ibp *s, const int *new_features_all,
+                                        pymf_error *err)
+{
+    if (s->config.collapsed)
+        return PYMF_OK;  /* its sweep checks every row */
+    const int64_t lower = features_at_least(s, new_features_all);
+    if (lower <= s->config.max_features)
+        return PYMF_OK;
+    const pymf_status st = over_cap(s, s->t + 1, lower > INT_MAX ? INT_MAX : (int)lower, err);
+    pymf_ibp_abort(s);
+    return st;
+}
+
 pymf_status pymf_ibp_local_stats(pymf_ibp *s, const int *new_features_all, double *stats_local,
                                  pymf_error *err)
 {
+    const pymf_status checked = pymf_ibp_check_new_features(s, new_features_all, err);
+    if (checked != PYMF_OK)
+        return checked;
     const int P = s->config.n_processes, D = s->D;
     int Kt = s->K, offset_p[1024];
     int *offsets = P <= 1024 ? offset_p : malloc(sizeof(int) * (size_t)P);
@@ -1640,6 +1834,11 @@ pymf_status pymf_ibp_master(pymf_ibp *s, const double *stats, pymf_error *err)
     for (int a = 0; a < Kt; ++a)
         if (m[a] > 0.5)
             keep[K++] = a;
+    if (K > s->config.max_features) {  /* the chain's exact count after the iteration */
+        status = over_cap(s, t, K, err);
+        pymf_ibp_abort(s);
+        goto done;
+    }
     const double sx2 = s->sigma_x * s->sigma_x, sa2 = s->sigma_a * s->sigma_a;
     const double r = sx2 / sa2;
     /* A | Z, Y ~ N(P^-1 Z'Y, sigma_X^2 P^-1) column by column, P = Z'Z + rI = L L' */
@@ -1756,6 +1955,8 @@ pymf_status pymf_ibp_master(pymf_ibp *s, const double *stats, pymf_error *err)
     }
     s->t = t;
     s->begun = 0;
+    /* the hybrid's iteration ends with its split-merge moves */
+    s->in_iteration = !s->config.collapsed && s->config.split_merge > 0;
 done:
     free(keep); free(L); free(A); free(pi); free(noise);
     return status;
@@ -1789,6 +1990,8 @@ static pymf_status hybrid_split_merge(pymf_ibp *s, const double *Z_all, const do
                                   s->config.split_merge_flaw, s->sm_rng, s->sm_counts);
     if (moved < 1)
         return split_merge_failed(err, t, moved);
+    if (b->K > s->config.max_features)  /* splits add one feature each */
+        return over_cap(s, t, b->K, err);
     if (s->sm_counts[1] + s->sm_counts[3] == accepted)
         return PYMF_OK;
     const int Kn = b->K;
@@ -1839,8 +2042,12 @@ pymf_status pymf_ibp_split_merge(pymf_ibp *s, const double *Z_all, const double 
         return pymf_fail(err, PYMF_EINVAL, "split_merge needs every row's Z and Y on an object "
                          "that holds some of the processes");
     reseed(s->sm_rng, s->config.seed, STREAM_SPLIT_MERGE, 0, s->t);
-    if (!s->config.collapsed)
-        return hybrid_split_merge(s, Z_all, Y_all, err);
+    if (!s->config.collapsed) {
+        const pymf_status st = hybrid_split_merge(s, Z_all, Y_all, err);
+        if (st == PYMF_OK)
+            s->in_iteration = 0;  /* the iteration is complete */
+        return st;
+    }
     /* collapsed Gibbs between iterations (the tests' entry): on a fresh block */
     block *b = &s->procs[0].tail;
     memcpy(b->Y, s->Y, sizeof(double) * (size_t)s->n_rows * s->D);
@@ -1859,61 +2066,74 @@ void pymf_ibp_set_split_merge_counts(pymf_ibp *s, const int64_t *counts)
     memcpy(s->sm_counts, counts, sizeof(s->sm_counts));
 }
 
-pymf_status pymf_ibp_run(pymf_ibp *s, int64_t n_iterations, pymf_error *err)
+/* One whole iteration on an object that holds every process. */
+static pymf_status run_one(pymf_ibp *s, pymf_error *err)
 {
     const int P = s->config.n_processes;
-    if (s->config.n_local != P)
-        return pymf_fail(err, PYMF_EINVAL, "run needs every process in this object");
-    for (int64_t it = 0; it < n_iterations; ++it) {
-        pymf_status st = pymf_ibp_begin(s, err);
-        if (st == PYMF_OK)
-            st = pymf_ibp_local_sweeps(s, err);
-        if (st != PYMF_OK)
-            return st;
-        if (!s->config.collapsed) {
-            double *counts = malloc(sizeof(double) * (size_t)P * (s->K > 0 ? s->K : 1));
-            if (counts == NULL)
-                return pymf_fail(err, PYMF_ENOMEM, "out of memory");
-            pymf_ibp_local_counts(s, counts);
-            st = pymf_ibp_tail_sweeps(s, counts, err);
-            free(counts);
-            if (st != PYMF_OK)
-                return st;
-        }
-        pymf_ibp_new_features(s, s->new_counts);
-        int Kt = s->K;
-        for (int p = 0; p < P; ++p)
-            Kt += s->new_counts[p];
-        if (s->config.collapsed)
-            Kt = s->procs[0].tail.K;
-        const int64_t size = pymf_ibp_stats_size(Kt, s->D);
-        if ((int64_t)(P + 1) * size > s->stats_cap) {
-            free(s->stats);
-            s->stats_cap = 2 * (int64_t)(P + 1) * size;
-            s->stats = malloc(sizeof(double) * (size_t)s->stats_cap);
-            if (s->stats == NULL) {
-                s->stats_cap = 0;
-                return pymf_fail(err, PYMF_ENOMEM, "out of memory");
-            }
-        }
-        int *counts = malloc(sizeof(int) * (size_t)P);
+    pymf_status st = pymf_ibp_begin(s, err);
+    if (st == PYMF_OK)
+        st = pymf_ibp_local_sweeps(s, err);
+    if (st != PYMF_OK)
+        return st;
+    if (!s->config.collapsed) {
+        double *counts = malloc(sizeof(double) * (size_t)P * (s->K > 0 ? s->K : 1));
         if (counts == NULL)
             return pymf_fail(err, PYMF_ENOMEM, "out of memory");
-        memcpy(counts, s->new_counts, sizeof(int) * (size_t)P);
-        st = pymf_ibp_local_stats(s, counts, s->stats + size, err);
+        pymf_ibp_local_counts(s, counts);
+        st = pymf_ibp_tail_sweeps(s, counts, err);
         free(counts);
         if (st != PYMF_OK)
             return st;
-        /* summed in process order: the same bits as an MPI job that sums them so */
-        double *sum = s->stats;
-        memset(sum, 0, sizeof(double) * (size_t)size);
-        for (int p = 0; p < P; ++p)
-            pymf_axpy((int)size, 1.0, s->stats + (int64_t)(p + 1) * size, sum);
-        st = pymf_ibp_master(s, sum, err);
-        if (st == PYMF_OK && !s->config.collapsed)
-            st = pymf_ibp_split_merge(s, NULL, NULL, err);
-        if (st != PYMF_OK)
+    }
+    pymf_ibp_new_features(s, s->new_counts);
+    int Kt = s->K;
+    for (int p = 0; p < P; ++p)
+        Kt += s->new_counts[p];
+    if (s->config.collapsed)
+        Kt = s->procs[0].tail.K;
+    /* before the statistics' buffers ((P + 1) Kt^2 doubles) are sized for them */
+    st = pymf_ibp_check_new_features(s, s->new_counts, err);
+    if (st != PYMF_OK)
+        return st;
+    const int64_t size = pymf_ibp_stats_size(Kt, s->D);
+    if ((int64_t)(P + 1) * size > s->stats_cap) {
+        free(s->stats);
+        s->stats_cap = 2 * (int64_t)(P + 1) * size;
+        s->stats = malloc(sizeof(double) * (size_t)s->stats_cap);
+        if (s->stats == NULL) {
+            s->stats_cap = 0;
+            return pymf_fail(err, PYMF_ENOMEM, "out of memory");
+        }
+    }
+    int *counts = malloc(sizeof(int) * (size_t)P);
+    if (counts == NULL)
+        return pymf_fail(err, PYMF_ENOMEM, "out of memory");
+    memcpy(counts, s->new_counts, sizeof(int) * (size_t)P);
+    st = pymf_ibp_local_stats(s, counts, s->stats + size, err);
+    free(counts);
+    if (st != PYMF_OK)
+        return st;
+    /* summed in process order: the same bits as an MPI job that sums them so */
+    double *sum = s->stats;
+    memset(sum, 0, sizeof(double) * (size_t)size);
+    for (int p = 0; p < P; ++p)
+        pymf_axpy((int)size, 1.0, s->stats + (int64_t)(p + 1) * size, sum);
+    st = pymf_ibp_master(s, sum, err);
+    if (st == PYMF_OK && !s->config.collapsed)
+        st = pymf_ibp_split_merge(s, NULL, NULL, err);
+    return st;
+}
+
+pymf_status pymf_ibp_run(pymf_ibp *s, int64_t n_iterations, pymf_error *err)
+{
+    if (s->config.n_local != s->config.n_processes)
+        return pymf_fail(err, PYMF_EINVAL, "run needs every process in this object");
+    for (int64_t it = 0; it < n_iterations; ++it) {
+        const pymf_status st = run_one(s, err);
+        if (st != PYMF_OK) {
+            pymf_ibp_abort(s);  /* the state of the last iteration completed */
             return st;
+        }
     }
     return PYMF_OK;
 }

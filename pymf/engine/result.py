@@ -188,6 +188,8 @@ def load(path, mmap=False):
         raise ValueError(f"mmap must be True or False, got {mmap!r}")
     if os.path.exists(path) and not (os.path.isdir(path) or os.path.isfile(path)):
         raise ValueError(f"{path!r} is not a regular file or a directory")
+    if os.path.isfile(path):
+        _check_result_file(path)
     try:
         return _load(path, mmap)
     except FileNotFoundError:
@@ -196,6 +198,35 @@ def load(path, mmap=False):
             TypeError, IndexError) as exc:
         raise ValueError(f"{path!r} is not a result saved by pymf (or it is damaged): "
                          f"{type(exc).__name__}: {exc}") from exc
+
+
+RESULT_FILE = ("a result file is the .npz archive that a result's save() writes (or the "
+               "directory that sample_dir= streams), holding 'meta' (the kind of result and "
+               "its settings, as JSON) and the result's arrays")
+
+
+def _check_result_file(path):
+    """A file that is no .npz archive, or one without the 'meta' that save() writes, is a
+    ValueError saying only that (numpy's np.load called a file that is not a zip archive
+    'pickled (object) data' and suggested allow_pickle=, which would not have helped)."""
+    from pymf.cliutil import npz_problem  # here: cliutil imports pymf.datasets
+
+    problem = npz_problem(path)
+    what = {"empty": "it is empty",
+            "npy": "it is a NumPy .npy file (one array), not a .npz archive",
+            "not zip": "it is not a zip archive, as numpy.savez writes"}.get(problem)
+    if what is None:
+        try:
+            with zipfile.ZipFile(path) as archive:
+                held = sorted(name[:-4] if name.endswith(".npy") else name
+                              for name in archive.namelist())
+        except (zipfile.BadZipFile, OSError, EOFError):
+            return  # damaged: _load's error says how
+        if "meta" in held:
+            return
+        what = (f"it is a .npz archive without 'meta'; it holds "
+                f"{', '.join(held) or 'nothing'}")
+    raise ValueError(f"{path!r} is not a result saved by pymf: {what}; {RESULT_FILE}")
 
 
 def _load(path, mmap):

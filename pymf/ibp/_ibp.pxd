@@ -16,6 +16,7 @@ cdef extern from "pymf/ibp.h" nogil:
         uint64_t seed
         int n_threads, first_process, n_local
         int split_merge, split_merge_flaw
+        int max_features
 
     ctypedef struct pymf_ibp_data:
         int64_t n_total, row_offset, n_rows
@@ -39,6 +40,7 @@ cdef extern from "pymf/ibp.h" nogil:
     void pymf_ibp_get_state(const pymf_ibp *s, double *Z, double *A, double *pi, double *hyper,
                             double *Y_missing)
     pymf_status pymf_ibp_run(pymf_ibp *s, int64_t n_iterations, pymf_error *err)
+    void pymf_ibp_abort(pymf_ibp *s)
     int pymf_ibp_active_process(const pymf_ibp *s)
     pymf_status pymf_ibp_begin(pymf_ibp *s, pymf_error *err)
     pymf_status pymf_ibp_local_sweeps(pymf_ibp *s, pymf_error *err)
@@ -46,6 +48,8 @@ cdef extern from "pymf/ibp.h" nogil:
     pymf_status pymf_ibp_tail_sweeps(pymf_ibp *s, const double *counts_all, pymf_error *err)
     void pymf_ibp_new_features(const pymf_ibp *s, int *counts_local)
     int64_t pymf_ibp_stats_size(int K, int D)
+    pymf_status pymf_ibp_check_new_features(pymf_ibp *s, const int *new_features_all,
+                                            pymf_error *err)
     pymf_status pymf_ibp_local_stats(pymf_ibp *s, const int *new_features_all,
                                      double *stats_local, pymf_error *err)
     pymf_status pymf_ibp_master(pymf_ibp *s, const double *stats_summed, pymf_error *err)

@@ -19,7 +19,12 @@ def _float64(a):
 
 cdef class Chain:
     """One IBP chain over rows [row_offset, row_offset + n_rows) of an n_total x D matrix
-    (X: those rows; observed: 1 where a cell is training data, 0 where held out)."""
+    (X: those rows; observed: 1 where a cell is training data, 0 where held out).
+
+    max_features: the most features the chain may hold (None: pymf.ibp.chain.MAX_FEATURES,
+    read when the chain is made); a step that would take it above stops with a
+    DivergenceError naming the iteration, the count, the cap and alpha, the state left as
+    the last completed iteration made it."""
     cdef pymf_ibp *s
     cdef readonly object X, observed
     cdef readonly int64_t n_rows, n_total, row_offset
@@ -28,8 +33,10 @@ cdef class Chain:
     def __cinit__(self, X, observed, int64_t n_total, int64_t row_offset, prior, sample_flags,
                   bint collapsed, int n_processes, int sub_iterations, int64_t warm_start,
                   uint64_t seed, int n_threads, int first_process=0, n_local=None,
-                  int split_merge=0, int split_merge_flaw=0):
+                  int split_merge=0, int split_merge_flaw=0, max_features=None):
         self.s = NULL
+        if max_features is None:
+            from pymf.ibp.chain import MAX_FEATURES as max_features
         self.X = _float64(X)
         self.observed = np.ascontiguousarray(observed, dtype=np.uint8)
         if self.X.ndim != 2 or self.observed.shape != self.X.shape:
@@ -59,6 +66,7 @@ cdef class Chain:
         c.n_local = n_processes if n_local is None else n_local
         c.split_merge = split_merge
         c.split_merge_flaw = split_merge_flaw  # the tests' power checks only
+        c.max_features = max_features
         cdef pymf_error err
         pymf_error_clear(&err)
         with nogil:
@@ -137,6 +145,11 @@ cdef class Chain:
             pymf_ibp_run(self.s, n_iterations, &err)
         check(&err)
 
+    def abort(self):
+        """Abandons the iteration begun (Z, K and the split-merge counts back to the last
+        completed iteration's); nothing when none is begun."""
+        pymf_ibp_abort(self.s)
+
     # ---- the steps of one iteration, for MPI jobs (pymf.ibp.mpi) ----
     def begin(self):
         """Starts the next iteration; returns its p'."""
@@ -188,11 +201,14 @@ cdef class Chain:
         counts = np.ascontiguousarray(new_features_all, dtype=np.intc)
         if counts.shape != (self.n_processes,):
             raise ValueError("one new-feature count per process")
+        cdef const int[::1] c = counts
+        cdef pymf_error err
+        pymf_error_clear(&err)
+        pymf_ibp_check_new_features(self.s, &c[0], &err)  # the cap, before the buffer
+        check(&err)
         size = pymf_ibp_stats_size(K_total, self.D)
         out = np.zeros((self.n_local, size))
-        cdef const int[::1] c = counts
         cdef double[:, ::1] o = out
-        cdef pymf_error err
         pymf_error_clear(&err)
         with nogil:
             pymf_ibp_local_stats(self.s, &c[0], &o[0, 0], &err)

@@ -7,12 +7,15 @@ from pymf.engine.seeds import seed_sequence
 from pymf.ibp import _ibp
 from pymf.ibp.samplers import CollapsedIBP
 
-# The most features a run may start with. The chain holds dense K x K matrices (the
-# collapsed inverse (Z'Z + sigma_x^2/sigma_a^2 I)^-1, its copy for a split-merge proposal,
-# the hybrid master's Cholesky factor) and factorises them with loops written for K of
-# tens, O(K^3) each: at 2^14 features one such matrix is 2 GiB and an iteration takes
-# hours; at 10^5 it is 75 GiB. The starting Z is drawn from the IBP(alpha) prior, whose
-# expected number of features for N rows is alpha * H_N.
+# The most features a run may hold, at the start and during sampling. The chain holds dense
+# K x K matrices (the collapsed inverse (Z'Z + sigma_x^2/sigma_a^2 I)^-1, its copy for a
+# split-merge proposal, the hybrid master's Cholesky factor) and factorises them with loops
+# written for K of tens, O(K^3) each: at 2^14 features one such matrix is 2 GiB and an
+# iteration takes hours; at 10^5 it is 75 GiB. The starting Z is drawn from the IBP(alpha)
+# prior, whose expected number of features for N rows is alpha * H_N (check_alpha); during
+# sampling each row proposes Poisson(alpha / N) new features, so a large fixed alpha grows
+# K without bound: the C core gets this cap in its config (make_chain) and stops with a
+# DivergenceError when a step would go above it.
 MAX_FEATURES = 1 << 14
 
 
@@ -144,4 +147,5 @@ def make_chain(model, X, train, settings, chain_seed, first_process=0, n_local=N
                       X.shape[0], row0, model.prior(), model.sample_flags(),
                       settings["collapsed"], settings["processes"], settings["sub_iterations"],
                       settings["warm_start"], chain_seed, settings["threads"],
-                      first_process, n_local, settings["split_merge"])
+                      first_process, n_local, settings["split_merge"],
+                      max_features=MAX_FEATURES)

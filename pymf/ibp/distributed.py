@@ -55,6 +55,8 @@ class RankKernel(IBPKernel):
                                       getattr(failure, "iteration", None)))
         for entry in failed:
             if entry is not None:
+                # every rank abandons the iteration: the state is the last completed one's
+                self.chain.abort()
                 if failure is not None:
                     raise failure
                 name, message, iteration = entry

@@ -18,6 +18,13 @@ class IBPLinearGaussian:
     features for N rows (H_N = 1 + 1/2 + ... + 1/N); a starting alpha that expects more
     than pymf.ibp.chain.MAX_FEATURES (16384: the chain holds dense K x K matrices) is a
     ValueError naming alpha, the features it implies and the largest alpha the rows allow.
+    The cap holds during sampling too: every row proposes Poisson(alpha / N) new features,
+    so a large fixed alpha (sample_hyper=False) can grow K without bound. A step whose
+    outcome would hold more than MAX_FEATURES features (a row's new features, a split, the
+    hybrid master's merge) stops the run with a pymf.DivergenceError naming the iteration,
+    the count, the cap and alpha, carrying the partial result (.result) and the state of
+    the last completed iteration (.state). Proposals are never truncated (that would change
+    the target distribution): a chain that stays under the cap is the same bits.
     """
 
     def __init__(self, alpha=1.0, sigma_x=1.0, sigma_a=1.0, alpha_shape=1.0, alpha_rate=1.0,

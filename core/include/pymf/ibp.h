@@ -136,6 +136,13 @@ typedef struct {
     int split_merge;        /* split-merge proposals per iteration; 0: none */
     int split_merge_flaw;   /* tests only: 1 drops the allocation probability from the
                                Metropolis-Hastings ratio (a wrong move, for power checks) */
+    int max_features;       /* >= 1: the most features the chain may hold (Python passes
+                               pymf.ibp.chain.MAX_FEATURES). A step whose outcome would hold
+                               more (a row's new features, a split, the master's merge) stops
+                               the run with PYMF_EDIVERGED naming the iteration, the count,
+                               the cap and alpha; the state goes back to the end of the last
+                               iteration. Proposals are never truncated: below the cap the
+                               chain is the same bits (the checks draw no random numbers). */
 } pymf_ibp_config;
 
 /* The rows [row_offset, row_offset + n_rows) of an N_total x D matrix, row-major.
@@ -167,8 +174,15 @@ int64_t pymf_ibp_iteration(const pymf_ibp *s);
 void pymf_ibp_get_state(const pymf_ibp *s, double *Z, double *A, double *pi, double *hyper,
                         double *Y_missing);
 
-/* Threads: n_iterations whole iterations (needs n_local == n_processes). */
+/* Threads: n_iterations whole iterations (needs n_local == n_processes). A failure inside
+ * an iteration (the feature cap, a matrix that is not positive definite, ...) puts the
+ * state back as the last completed iteration left it (pymf_ibp_abort). */
 pymf_status pymf_ibp_run(pymf_ibp *s, int64_t n_iterations, pymf_error *err);
+/* Abandons the iteration begun (if any): Z, K and the split-merge counts go back to what
+ * they were when it began (saved by begin; A, pi, the hyper-parameters and the held-out
+ * cells change only when the master commits). An MPI job calls it on every rank when a
+ * step failed on any of them; without an iteration begun it does nothing. */
+void pymf_ibp_abort(pymf_ibp *s);
 
 /* The steps of one iteration, for a job whose processes live in several address spaces:
  *   begin -> local_sweeps -> local_counts -> (gather every process's counts, P x K+)
@@ -184,6 +198,12 @@ void pymf_ibp_local_counts(const pymf_ibp *s, double *counts_local);  /* n_local
 pymf_status pymf_ibp_tail_sweeps(pymf_ibp *s, const double *counts_all, pymf_error *err);
 void pymf_ibp_new_features(const pymf_ibp *s, int *counts_local);
 int64_t pymf_ibp_stats_size(int K, int D);
+/* The feature cap after the tail stage (hybrid), from every process's new-feature count:
+ * PYMF_EDIVERGED (the iteration abandoned, pymf_ibp_abort) when the chain surely holds more
+ * than config.max_features; local_stats makes the same check first. Every rank decides
+ * alike. Collapsed Gibbs: PYMF_OK (its sweep checks each row). */
+pymf_status pymf_ibp_check_new_features(pymf_ibp *s, const int *new_features_all,
+                                        pymf_error *err);
 pymf_status pymf_ibp_local_stats(pymf_ibp *s, const int *new_features_all, double *stats_local,
                                  pymf_error *err);
 pymf_status pymf_ibp_master(pymf_ibp *s, const double *stats_summed, pymf_error *err);
