@@ -13,6 +13,10 @@ from pymf._core cimport pymf_error, pymf_error_clear
 from pymf._status cimport check
 
 
+# The most features a chain may hold (why: pymf.ibp.chain, where MAX_FEATURES is this value).
+MAX_FEATURES = 1 << 14
+
+
 def _float64(a):
     return np.ascontiguousarray(a, dtype=np.float64)
 
@@ -21,8 +25,8 @@ cdef class Chain:
     """One IBP chain over rows [row_offset, row_offset + n_rows) of an n_total x D matrix
     (X: those rows; observed: 1 where a cell is training data, 0 where held out).
 
-    max_features: the most features the chain may hold (None: pymf.ibp.chain.MAX_FEATURES,
-    read when the chain is made); a step that would take it above stops with a
+    max_features: the most features the chain may hold (MAX_FEATURES; make_chain passes
+    pymf.ibp.chain.MAX_FEATURES); a step that would take it above stops with a
     DivergenceError naming the iteration, the count, the cap and alpha, the state left as
     the last completed iteration made it."""
     cdef pymf_ibp *s
@@ -33,10 +37,8 @@ cdef class Chain:
     def __cinit__(self, X, observed, int64_t n_total, int64_t row_offset, prior, sample_flags,
                   bint collapsed, int n_processes, int sub_iterations, int64_t warm_start,
                   uint64_t seed, int n_threads, int first_process=0, n_local=None,
-                  int split_merge=0, int split_merge_flaw=0, max_features=None):
+                  int split_merge=0, int split_merge_flaw=0, int max_features=MAX_FEATURES):
         self.s = NULL
-        if max_features is None:
-            from pymf.ibp.chain import MAX_FEATURES as max_features
         self.X = _float64(X)
         self.observed = np.ascontiguousarray(observed, dtype=np.uint8)
         if self.X.ndim != 2 or self.observed.shape != self.X.shape:

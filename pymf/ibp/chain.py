@@ -16,7 +16,9 @@ from pymf.ibp.samplers import CollapsedIBP
 # sampling each row proposes Poisson(alpha / N) new features, so a large fixed alpha grows
 # K without bound: the C core gets this cap in its config (make_chain) and stops with a
 # DivergenceError when a step would go above it.
-MAX_FEATURES = 1 << 14
+# The value is _ibp.MAX_FEATURES (also the default of a Chain made directly, as the tests
+# do); make_chain passes this module's, so that a test can lower it here.
+MAX_FEATURES = _ibp.MAX_FEATURES
 
 
 def harmonic(N):
