@@ -10,11 +10,13 @@ derived from the noise key (phi_stream_seed), reseeded at every draw's iteration
 The chain is a pure function of (seed, data, settings): the same for any thread count,
 and a run resumed from a checkpoint continues exactly as if it had not stopped.
 """
+import concurrent.futures
 import copy
 import math
 
 import numpy as np
 
+from pymf import _core_info
 from pymf.engine import autostep
 from pymf.engine.steps import ConstantStep, with_burnin
 from pymf.nmf import _blocks, _gibbs_nmf, _sgd, _sgld, _tweedie
@@ -415,12 +417,33 @@ class FactorKernel(RowStepKernel):
         """(factors of W's rows, of H^T's rows) from the Fisher curvature at the current
         state, one piece at a time: a row piece's rows over blocks (b, 0..B-1), a column
         piece's columns over blocks (0..B-1, c), each in the layout's order (the MPI ring
-        adds the same blocks in the same order). Memory: one piece's K x K matrices at a
-        time."""
+        adds the same blocks in the same order). The 2B pieces are independent: with the
+        chain's n_threads > 1 they are shared among that many Python threads (the curvature
+        pass, the mirror, NumPy's element-wise products and eigvalsh all release the GIL),
+        each piece computed whole by one thread exactly as alone, so the factors have the
+        same bits for any thread count. Memory: one piece's K x K matrices per thread."""
         pieces = range(self.chain.data.n_blocks)
-        step_W = [self._row_step_factors(self._piece_fisher(b, pieces, True)) for b in pieces]
-        step_Ht = [self._row_step_factors(self._piece_fisher(c, pieces, False)) for c in pieces]
-        return np.concatenate(step_W), np.concatenate(step_Ht)
+        jobs = [(b, True) for b in pieces] + [(c, False) for c in pieces]
+
+        def piece_factors(job):
+            return self._row_step_factors(self._piece_fisher(job[0], pieces, job[1]))
+
+        threads = min(self._measure_threads(), len(jobs))
+        if threads > 1:
+            with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+                factors = list(pool.map(piece_factors, jobs))  # in jobs' order
+        else:
+            factors = [piece_factors(job) for job in jobs]
+        B = len(pieces)
+        return np.concatenate(factors[:B]), np.concatenate(factors[B:])
+
+    def _measure_threads(self):
+        """The threads of the per-row measurement: the CPU chain's OpenMP threads (its
+        n_threads, or the core's default); 1 for any other chain (the GPU chain's
+        fisher_block synchronises one host copy of its state on first use)."""
+        if not isinstance(self.chain, _sgld.LangevinChain):
+            return 1
+        return self.chain.n_threads or _core_info.default_threads()
 
     def grid_state(self):
         """(W, H^T) in grid order, not to be modified (the ring's are gathered from every
