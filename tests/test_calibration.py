@@ -490,6 +490,16 @@ def test_psgld_row_step_factors_are_the_same_bits_for_any_thread_count(sparse, m
         for got, want, ref in zip(factors[threads], factors[1], alone):
             np.testing.assert_array_equal(got, want)
             np.testing.assert_array_equal(got, ref)
+    # the curvature buffers held at once are capped: 3 threads measure 2 pieces at a time
+    # under a cap of two of the largest piece, and one at a time under a smaller one
+    import pymf.nmf.kernel as nmf_kernel
+    largest = max(np.diff(layout.row_start).max(), np.diff(layout.col_start).max()) * 36 * 8
+    for cap, workers in ((2 * largest, 2), (2 * largest - 1, None)):
+        monkeypatch.setattr(nmf_kernel, "MEASURE_BYTES", cap)
+        for got, want in zip(kernel.measure_row_steps(), factors[1]):
+            np.testing.assert_array_equal(got, want)
+        assert pools == ([workers] if workers else [])
+        pools.clear()
 
 
 @pytest.mark.parametrize("sparse", [False, True])

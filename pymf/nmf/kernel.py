@@ -344,6 +344,11 @@ def sample_params(facts, n_samples, burnin, thin, sampler, test):
     return params
 
 
+# the per-row measurement's curvature buffers held at once by its threads (one piece each;
+# a piece larger than this is measured alone): FactorKernel.measure_row_steps
+MEASURE_BYTES = 256 << 20
+
+
 class FactorKernel(RowStepKernel):
     """W (I x K) and H (K x J) of one chain; the trace holds the log-likelihood (sum of
     -d_beta/phi), the log posterior and, with a test set, the RMSE of the running mean
@@ -421,14 +426,22 @@ class FactorKernel(RowStepKernel):
         chain's n_threads > 1 they are shared among that many Python threads (the curvature
         pass, the mirror, NumPy's element-wise products and eigvalsh all release the GIL),
         each piece computed whole by one thread exactly as alone, so the factors have the
-        same bits for any thread count. Memory: one piece's K x K matrices per thread."""
-        pieces = range(self.chain.data.n_blocks)
+        same bits for any thread count. Memory: one piece's K x K matrices per thread, as
+        many threads as fit in MEASURE_BYTES (one at least)."""
+        data = self.chain.data
+        pieces = range(data.n_blocks)
         jobs = [(b, True) for b in pieces] + [(c, False) for c in pieces]
 
         def piece_factors(job):
             return self._row_step_factors(self._piece_fisher(job[0], pieces, job[1]))
 
-        threads = min(self._measure_threads(), len(jobs))
+        # at most MEASURE_BYTES of curvatures at once (and at least one piece): a run's
+        # threads measure side by side where the pieces are small (1 MB at 1024^2, K = 32,
+        # 8 x 8), one after the other where one piece is already large
+        largest = max(np.max(np.diff(data.row_start)), np.max(np.diff(data.col_start)))
+        piece_bytes = max(int(largest), 1) * self.model.rank ** 2 * 8
+        threads = min(self._measure_threads(), len(jobs),
+                      max(1, MEASURE_BYTES // piece_bytes))
         if threads > 1:
             with concurrent.futures.ThreadPoolExecutor(threads) as pool:
                 factors = list(pool.map(piece_factors, jobs))  # in jobs' order
