@@ -439,6 +439,70 @@ def test_psgld_row_steps_follow_the_fisher_curvature_of_each_row(sparse, beta):
 
 
 @pytest.mark.parametrize("sparse", [False, True])
+def test_psgld_row_step_factors_are_the_same_bits_for_any_thread_count(sparse, monkeypatch):
+    """measure_row_steps shares its 2B pieces among the chain's n_threads Python threads:
+    the factors of W's and H^T's rows are bit for bit those of one thread, and those of
+    each piece computed alone in order (the curvature's sums over blocks (b, 0..B-1) and
+    (0..B-1, c) in the layout's order), at a state where many rows are bounded, on dense
+    and sparse (mirrored Poisson) data; the threaded path is the one taken."""
+    import concurrent.futures
+    from pymf.engine import autostep
+    from pymf.nmf.kernel import FactorKernel, GridMap, blocked_data, make_chain
+    rng = np.random.default_rng(4)
+    V, _, _ = pymf.datasets.make_tweedie_nmf(90, 70, 6, beta=1.0, seed=5)
+    data = V
+    if sparse:
+        r, c = np.nonzero(rng.random(V.shape) < 0.6)
+        data = pymf.Ratings(r, c, V[r, c], shape=V.shape)
+    model = pymf.TweedieNMF(6, beta=1.0)
+    layout = blocked_data(data, 5, True, 3)
+    grid = GridMap(layout)
+    W, Ht = rng.gamma(2.0, 0.5, (90, 6)), rng.gamma(2.0, 0.5, (70, 6))
+    pools = []
+    real_pool = concurrent.futures.ThreadPoolExecutor
+
+    def counting_pool(workers):
+        pools.append(workers)
+        return real_pool(workers)
+
+    monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", counting_pool)
+    plan = {"eps": 0.02, "minibatch_scale": 5.0, "row_noise": autostep.ROW_NOISE}
+    factors = {}
+    for threads in (1, 2, 3):
+        sampler = pymf.PSGLD(blocks=5, n_threads=threads)
+        chain = make_chain(sampler, layout, model, 5, 6, sampler.batch_size(layout.n_observed))
+        assert chain.n_threads == threads
+        chain.set_state(*grid.to_grid(W, Ht.T), 0)
+        kernel = FactorKernel(chain, grid, model)
+        kernel.row_plan = plan
+        factors[threads] = kernel.measure_row_steps()
+        assert len(pools) == (threads > 1) and (not pools or pools.pop() == threads)
+    pieces = range(5)
+    alone = (np.concatenate([kernel._row_step_factors(kernel._piece_fisher(b, pieces, True))
+                             for b in pieces]),
+             np.concatenate([kernel._row_step_factors(kernel._piece_fisher(c, pieces, False))
+                             for c in pieces]))
+    step_W, step_Ht = factors[1]
+    assert step_W.shape == (90, 6) and step_Ht.shape == (70, 6)
+    for c in (step_W, step_Ht):  # most rows bounded, with factors spread out
+        assert np.mean(c.min(axis=1) < 1.0) > 0.5 and len(np.unique(c)) > c.size // 2
+    for threads in (2, 3):
+        for got, want, ref in zip(factors[threads], factors[1], alone):
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(got, ref)
+    # the curvature buffers held at once are capped: 3 threads measure 2 pieces at a time
+    # under a cap of two of the largest piece, and one at a time under a smaller one
+    import pymf.nmf.kernel as nmf_kernel
+    largest = max(np.diff(layout.row_start).max(), np.diff(layout.col_start).max()) * 36 * 8
+    for cap, workers in ((2 * largest, 2), (2 * largest - 1, None)):
+        monkeypatch.setattr(nmf_kernel, "MEASURE_BYTES", cap)
+        for got, want in zip(kernel.measure_row_steps(), factors[1]):
+            np.testing.assert_array_equal(got, want)
+        assert pools == ([workers] if workers else [])
+        pools.clear()
+
+
+@pytest.mark.parametrize("sparse", [False, True])
 def test_psgld_per_row_steps_are_deterministic_and_resume_bit_for_bit(gaussian_split, tmp_path,
                                                                       sparse):
     """The factors are measured at the state after the burn-in: the same bits for 1 and 2

@@ -25,6 +25,9 @@ cdef class LangevinChain(FactorChain):
     only checks what the C core checks.
     """
     cdef pymf_langevin *chain
+    # the OpenMP threads the chain was given (0: the core's default); the per-row bound's
+    # measurement (FactorKernel.measure_row_steps) runs on as many
+    cdef readonly int n_threads
 
     def __cinit__(self, BlockedData data, str kind, int rank, double beta, double phi,
                   str prior, double lam_w, double lam_h, uint64_t noise_seed,
@@ -38,6 +41,7 @@ cdef class LangevinChain(FactorChain):
         self.chain = NULL
         self.data = data
         self.rank = rank
+        self.n_threads = n_threads
         model = nmf_model(rank, beta, phi, prior, lam_w, lam_h)
         config.kind = _KINDS[kind]
         config.batch_size = batch_size
@@ -76,6 +80,7 @@ cdef class LangevinChain(FactorChain):
 
     def set_threads(self, int n_threads):
         pymf_langevin_set_threads(self.chain, n_threads)
+        self.n_threads = n_threads
 
     def set_totals(self, int64_t n_observed, part_sizes):
         """N and |Pi_p| of the whole data set (a distributed run holds one row piece)."""
@@ -214,5 +219,6 @@ def fisher_mirror(fisher):
     if f.shape[1] != f.shape[2]:
         raise ValueError("fisher must be a stack of square matrices")
     if f.shape[0] and f.shape[1]:
-        pymf_langevin_fisher_mirror(<int>f.shape[1], f.shape[0], &f[0, 0, 0])
+        with nogil:  # the measurement's threads mirror their pieces side by side
+            pymf_langevin_fisher_mirror(<int>f.shape[1], f.shape[0], &f[0, 0, 0])
     return fisher

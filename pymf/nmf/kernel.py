@@ -10,11 +10,13 @@ derived from the noise key (phi_stream_seed), reseeded at every draw's iteration
 The chain is a pure function of (seed, data, settings): the same for any thread count,
 and a run resumed from a checkpoint continues exactly as if it had not stopped.
 """
+import concurrent.futures
 import copy
 import math
 
 import numpy as np
 
+from pymf import _core_info
 from pymf.engine import autostep
 from pymf.engine.steps import ConstantStep, with_burnin
 from pymf.nmf import _blocks, _gibbs_nmf, _sgd, _sgld, _tweedie
@@ -342,6 +344,11 @@ def sample_params(facts, n_samples, burnin, thin, sampler, test):
     return params
 
 
+# the per-row measurement's curvature buffers held at once by its threads (one piece each;
+# a piece larger than this is measured alone): FactorKernel.measure_row_steps
+MEASURE_BYTES = 256 << 20
+
+
 class FactorKernel(RowStepKernel):
     """W (I x K) and H (K x J) of one chain; the trace holds the log-likelihood (sum of
     -d_beta/phi), the log posterior and, with a test set, the RMSE of the running mean
@@ -415,12 +422,41 @@ class FactorKernel(RowStepKernel):
         """(factors of W's rows, of H^T's rows) from the Fisher curvature at the current
         state, one piece at a time: a row piece's rows over blocks (b, 0..B-1), a column
         piece's columns over blocks (0..B-1, c), each in the layout's order (the MPI ring
-        adds the same blocks in the same order). Memory: one piece's K x K matrices at a
-        time."""
-        pieces = range(self.chain.data.n_blocks)
-        step_W = [self._row_step_factors(self._piece_fisher(b, pieces, True)) for b in pieces]
-        step_Ht = [self._row_step_factors(self._piece_fisher(c, pieces, False)) for c in pieces]
-        return np.concatenate(step_W), np.concatenate(step_Ht)
+        adds the same blocks in the same order). The 2B pieces are independent: with the
+        chain's n_threads > 1 they are shared among that many Python threads (the curvature
+        pass, the mirror, NumPy's element-wise products and eigvalsh all release the GIL),
+        each piece computed whole by one thread exactly as alone, so the factors have the
+        same bits for any thread count. Memory: one piece's K x K matrices per thread, as
+        many threads as fit in MEASURE_BYTES (one at least)."""
+        data = self.chain.data
+        pieces = range(data.n_blocks)
+        jobs = [(b, True) for b in pieces] + [(c, False) for c in pieces]
+
+        def piece_factors(job):
+            return self._row_step_factors(self._piece_fisher(job[0], pieces, job[1]))
+
+        # at most MEASURE_BYTES of curvatures at once (and at least one piece): a run's
+        # threads measure side by side where the pieces are small (1 MB at 1024^2, K = 32,
+        # 8 x 8), one after the other where one piece is already large
+        largest = max(np.max(np.diff(data.row_start)), np.max(np.diff(data.col_start)))
+        piece_bytes = max(int(largest), 1) * self.model.rank ** 2 * 8
+        threads = min(self._measure_threads(), len(jobs),
+                      max(1, MEASURE_BYTES // piece_bytes))
+        if threads > 1:
+            with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+                factors = list(pool.map(piece_factors, jobs))  # in jobs' order
+        else:
+            factors = [piece_factors(job) for job in jobs]
+        B = len(pieces)
+        return np.concatenate(factors[:B]), np.concatenate(factors[B:])
+
+    def _measure_threads(self):
+        """The threads of the per-row measurement: the CPU chain's OpenMP threads (its
+        n_threads, or the core's default); 1 for any other chain (the GPU chain's
+        fisher_block synchronises one host copy of its state on first use)."""
+        if not isinstance(self.chain, _sgld.LangevinChain):
+            return 1
+        return self.chain.n_threads or _core_info.default_threads()
 
     def grid_state(self):
         """(W, H^T) in grid order, not to be modified (the ring's are gathered from every
