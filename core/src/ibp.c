@@ -1733,9 +1733,6 @@ pymf_status pymf_ibp_check_new_features(pymf_ibp *s, const int *new_features_all
 pymf_status pymf_ibp_local_stats(pymf_ibp *s, const int *new_features_all, double *stats_local,
                                  pymf_error *err)
 {
-    const pymf_status checked = pymf_ibp_check_new_features(s, new_features_all, err);
-    if (checked != PYMF_OK)
-        return checked;
     const int P = s->config.n_processes, D = s->D;
     int Kt = s->K, offset_p[1024];
     int *offsets = P <= 1024 ? offset_p : malloc(sizeof(int) * (size_t)P);

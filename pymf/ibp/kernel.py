@@ -23,6 +23,7 @@ import math
 import numpy as np
 
 from pymf.engine.kernel import Kernel
+from pymf.ibp.chain import harmonic
 
 SCALARS = ("K", "sigma_x", "sigma_a", "alpha")
 
@@ -36,8 +37,7 @@ def lof_log_prior(Z, alpha):
     Z = Z[:, m > 0]
     m = m[m > 0]
     K = Z.shape[1]
-    harmonic = float(np.sum(1.0 / np.arange(1, N + 1)))
-    value = K * math.log(alpha) - alpha * harmonic
+    value = K * math.log(alpha) - alpha * harmonic(N)
     if K:
         from scipy.special import gammaln  # here: it costs `import pymf` 0.3 s and 9 MB
 

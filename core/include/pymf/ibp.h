@@ -200,8 +200,8 @@ void pymf_ibp_new_features(const pymf_ibp *s, int *counts_local);
 int64_t pymf_ibp_stats_size(int K, int D);
 /* The feature cap after the tail stage (hybrid), from every process's new-feature count:
  * PYMF_EDIVERGED (the iteration abandoned, pymf_ibp_abort) when the chain surely holds more
- * than config.max_features; local_stats makes the same check first. Every rank decides
- * alike. Collapsed Gibbs: PYMF_OK (its sweep checks each row). */
+ * than config.max_features. Call it before local_stats and before sizing the statistics'
+ * buffers (pymf_ibp_run and _ibp.Chain.local_stats do). Every rank decides alike. Collapsed Gibbs: PYMF_OK (its sweep checks each row). */
 pymf_status pymf_ibp_check_new_features(pymf_ibp *s, const int *new_features_all,
                                         pymf_error *err);
 pymf_status pymf_ibp_local_stats(pymf_ibp *s, const int *new_features_all, double *stats_local,
