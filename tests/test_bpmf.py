@@ -68,6 +68,49 @@ def test_log_posterior_and_gradient_match_numpy_and_finite_differences(bias):
         assert np.all(ga == 0) and np.all(gb == 0)
 
 
+def numpy_row_gram(layout, p, D, bias):
+    """Readable reference of _bpmf.row_gram: each row's sum of x x^T over its ratings by
+    np.bincount in the layout's order, x = (the other side's factor row, 1 or 0)."""
+    users = np.asarray(layout.users, dtype=np.int64)
+    items = np.asarray(layout.items, dtype=np.int64)
+    out = []
+    for rows, other, n in ((users, p.V[items], layout.n_users), (items, p.U[users], layout.n_items)):
+        X = np.hstack([other, np.full((len(rows), 1), 1.0 if bias else 0.0)])
+        H = np.empty((n, D + 1, D + 1))
+        for k in range(D + 1):
+            for l in range(k, D + 1):
+                H[:, k, l] = H[:, l, k] = np.bincount(rows, weights=X[:, k] * X[:, l], minlength=n)
+        out.append(H)
+    return out
+
+
+@pytest.mark.parametrize("grid", [(1, 1), (2, 2), (4, 2), (2, 3)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_row_gram_is_bincounts_in_layout_order_for_any_thread_count(grid, bias):
+    """The per-row bound's curvature sums (DSGLD's "auto" after the burn-in): the C core's
+    must be the NumPy reference's bit for bit (the chains' step factors, and so the chains,
+    depend on them), whatever the threads; a user and an item without ratings get 0."""
+    D = 4
+    R = synthetic(L=40, M=25, D=D, density=0.3, seed=5)
+    keep = (R.rows != 7) & (R.cols != 3)
+    R = pymf.Ratings(R.rows[keep], R.cols[keep], R.values[keep], shape=R.shape)
+    model = pymf.BPMF(D, tau=1.3, bias=bias)
+    lay = Layout(R, grid, True, np.random.default_rng(3))
+    p = random_params(40, 25, D, np.random.default_rng(4))
+    want = numpy_row_gram(lay.c, p, D, bias)
+    for threads in (1, 2, 3):
+        got = _bpmf.row_gram(lay.c, c_model(model, 3.0), p, threads)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.tobytes() == w.tobytes()
+    assert not got[0][lay.user_pos[7]].any() and not got[1][lay.item_pos[3]].any()
+    # power: adding a row's terms in another order changes the last bits somewhere
+    users = np.asarray(lay.c.users, dtype=np.int64)
+    order = np.argsort(-np.arange(len(users)), kind="stable")
+    X = np.hstack([p.V[np.asarray(lay.c.items)[order]], np.ones((len(users), 1))])
+    reversed_00 = np.bincount(users[order], weights=X[:, 0] * X[:, 1], minlength=40)
+    assert not np.array_equal(reversed_00, want[0][:, 0, 1])
+
+
 def test_bias_correctors_match_formula():
     R = synthetic(L=9, M=8)
     layout = Layout(R, (3, 2), False, np.random.default_rng(0)).c

@@ -110,6 +110,62 @@ double pymf_bpmf_sq_error(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
     return total;
 }
 
+/* The terms x x^T of one rating, x = (other, last), added to the upper triangle of its row's
+ * Gram matrix (E = D + 1 columns). */
+static void add_outer_upper(double *H, const double *other, double last, int D)
+{
+    const int E = D + 1;
+    for (int k = 0; k < D; ++k) {
+        const double xk = other[k];
+        for (int l = k; l < D; ++l)
+            H[k * E + l] += xk * other[l];
+        H[k * E + D] += xk * last;
+    }
+    H[D * E + D] += last * last;
+}
+
+void pymf_bpmf_row_gram(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
+                        const pymf_bpmf_params *p, double *H_user, double *H_item,
+                        int n_threads)
+{
+    const int D = model->rank, E = D + 1;
+    const int P = d->n_row_blocks, Q = d->n_col_blocks;
+    const double last = model->use_bias ? 1.0 : 0.0;
+    const size_t row = (size_t)E * (size_t)E;
+    if (n_threads <= 0)
+        n_threads = pymf_default_threads();
+    /* Blocks are stored row stripe by row stripe (block p Q + q), so the ratings of the
+     * users of stripe p lie in blocks (p, 0), ..., (p, Q - 1) in that order, and those of
+     * the items of stripe q in blocks (0, q), ..., (P - 1, q): one task per stripe visits
+     * its rows' ratings in the layout's order. Tasks 0..P-1 are the users' stripes,
+     * P..P+Q-1 the items'. */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
+    for (int task = 0; task < P + Q; ++task) {
+        const int users_side = task < P;
+        const int stripe = users_side ? task : task - P;
+        const int64_t first = users_side ? d->row_start[stripe] : d->col_start[stripe];
+        const int64_t end = users_side ? d->row_start[stripe + 1] : d->col_start[stripe + 1];
+        double *H = users_side ? H_user : H_item;
+        for (size_t k = (size_t)first * row; k < (size_t)end * row; ++k)
+            H[k] = 0.0;
+        for (int o = 0; o < (users_side ? Q : P); ++o) {
+            const int s = users_side ? stripe * Q + o : o * Q + stripe;
+            for (int64_t e = d->block_ptr[s]; e < d->block_ptr[s + 1]; ++e) {
+                const int64_t i = users_side ? d->users[e] : d->items[e];
+                const double *other = users_side ? p->V + (int64_t)d->items[e] * D
+                                                 : p->U + (int64_t)d->users[e] * D;
+                add_outer_upper(H + (size_t)i * row, other, last, D);
+            }
+        }
+        for (int64_t i = first; i < end; ++i) {
+            double *Hi = H + (size_t)i * row;
+            for (int k = 0; k < E; ++k)
+                for (int l = k + 1; l < E; ++l)
+                    Hi[l * E + k] = Hi[k * E + l];
+        }
+    }
+}
+
 double pymf_bpmf_log_posterior(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
                                const pymf_bpmf_params *p, double *gU, double *gV, double *ga,
                                double *gb)

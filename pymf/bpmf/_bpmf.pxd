@@ -81,6 +81,9 @@ cdef extern from "pymf/bpmf.h" nogil:
                                           double *h_item, pymf_error *err)
     void pymf_bpmf_predict(const pymf_bpmf_model *model, const pymf_bpmf_params *p, int64_t n,
                            const int32_t *users, const int32_t *items, double *out)
+    void pymf_bpmf_row_gram(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
+                            const pymf_bpmf_params *p, double *H_user, double *H_item,
+                            int n_threads)
     double pymf_bpmf_sq_error(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
                               const pymf_bpmf_params *p, int n_threads)
     double pymf_bpmf_log_posterior(const pymf_bpmf_model *model, const pymf_bpmf_data *d,

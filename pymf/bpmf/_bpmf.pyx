@@ -206,6 +206,25 @@ def sq_error(BlockLayout layout, model, Params params, int n_threads=0):
     return pymf_bpmf_sq_error(&m, &layout.data, &params.p, n_threads)
 
 
+def row_gram(BlockLayout layout, model, Params params, int n_threads=0):
+    """(H_user, H_item): each row's sum of x x^T over its ratings, x = (the other side's
+    factor row, 1; 0 without biases), shapes (rows, D + 1, D + 1), grid order; the same bits
+    as np.bincount over the layout's ratings, for any thread count (pymf_bpmf_row_gram)."""
+    cdef pymf_bpmf_model m
+    fill_model(&m, model)
+    cdef int E = m.rank + 1
+    if params.U.shape != (layout.n_users, m.rank) or params.V.shape != (layout.n_items, m.rank):
+        raise ValueError("the parameters do not match the layout and the rank")
+    H_user = np.empty((layout.n_users, E, E))
+    H_item = np.empty((layout.n_items, E, E))
+    cdef double[:, :, ::1] hu = H_user, hi = H_item
+    cdef double *pu = &hu[0, 0, 0] if hu.shape[0] > 0 else NULL
+    cdef double *pi = &hi[0, 0, 0] if hi.shape[0] > 0 else NULL
+    with nogil:
+        pymf_bpmf_row_gram(&m, &layout.data, &params.p, pu, pi, n_threads)
+    return H_user, H_item
+
+
 def predict(model, Params params, users, items):
     cdef pymf_bpmf_model m
     fill_model(&m, model)

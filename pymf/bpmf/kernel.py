@@ -119,7 +119,8 @@ class ChainsKernel(RowStepKernel):
         info = self.row_plan
         sums = None
         for c in range(self.n_chains):
-            curv = row_curvatures(self.layout.c, self.chain_params(c), self.model)
+            curv = row_curvatures(self.layout.c, self.c_model, self.chain_params(c),
+                                  self.n_threads)
             parts = [x for side in curv for x in side]  # diag_u, rho_u, diag_v, rho_v
             sums = parts if sums is None else [a + b for a, b in zip(sums, parts)]
         diag_u, rho_u, diag_v, rho_v = (x / self.n_chains for x in sums)
@@ -132,7 +133,7 @@ class ChainsKernel(RowStepKernel):
         return su, si, su.copy(), si.copy()
 
 
-def row_curvatures(layout, p, model):
+def row_curvatures(layout, c_model, p, n_threads=0):
     """(users, items), each (diag, rho): diag (rows, D + 1, grid order) the curvature H_kk
     of each row's coordinates (factors, then the bias), and rho (rows). H = tau sum_j
     x_j x_j^T is the row's likelihood Hessian at the state p, x_j = (v_j, 1) (the other
@@ -140,27 +141,17 @@ def row_curvatures(layout, p, model):
     correlation matrix diag(H)^-1/2 H diag(H)^-1/2 (1 to D + 1), so that steps
     c_k <= kappa / (H_kk rho) keep the preconditioned curvature at most kappa in every
     direction (H_kk rho is what bounds coordinate k's share of the minibatch noise). 0
-    where a row has no ratings (and for the bias without biases). Sums by np.bincount,
-    in a fixed order: deterministic."""
-    users = np.asarray(layout.users, dtype=np.int64)
-    items = np.asarray(layout.items, dtype=np.int64)
+    where a row has no ratings (and for the bias without biases). The sums are the C
+    core's (_bpmf.row_gram: each row's terms in the layout's order, the same bits for any
+    thread count)."""
     tau = float(p.lambdas[-1])
-    D = model.rank
     out = []
-    for rows, other, n in ((users, p.V[items], layout.n_users), (items, p.U[users], layout.n_items)):
-        X = np.hstack([other, np.ones((len(rows), 1))])
-        if not model.bias:
-            X[:, D] = 0.0
-        XT = np.ascontiguousarray(X.T)  # columns contiguous for the products
-        H = np.empty((n, D + 1, D + 1))
-        for k in range(D + 1):
-            for l in range(k, D + 1):
-                H[:, k, l] = H[:, l, k] = np.bincount(rows, weights=XT[k] * XT[l], minlength=n)
+    for H in _bpmf.row_gram(layout, c_model, p, n_threads):
         diag = np.einsum("ikk->ik", H).copy()
         inv_root = np.zeros_like(diag)
         np.divide(1.0, np.sqrt(diag), out=inv_root, where=diag > 0)
         R = H * inv_root[:, :, None] * inv_root[:, None, :]
-        rho = np.maximum(np.linalg.eigvalsh(R)[:, -1], 1.0) if n else np.zeros(0)
+        rho = np.maximum(np.linalg.eigvalsh(R)[:, -1], 1.0) if len(H) else np.zeros(0)
         out.append((tau * diag, rho))
     return out[0], out[1]
 
@@ -171,6 +162,7 @@ class BPMFKernel(ChainsKernel):
     def __init__(self, model, ratings, sampler, seed, mean_rating, n_threads, add_noise=True):
         """add_noise=False: the same minibatch steps without noise (pymf.fit's (D)SGD)."""
         self.model, self.sampler = model, sampler
+        self.n_threads = n_threads or 0
         self.unit = "round" if isinstance(sampler, DSGLD) else "sweep"
         self.n_chains = sampler.n_chains
         permute_rng, init_rng, gibbs_seeds, noise_seeds, hyper_seeds = bpmf_seeds(seed, self.n_chains)

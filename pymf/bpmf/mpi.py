@@ -86,6 +86,8 @@ class _ServerChains(ChainsKernel):
         self.comm, self.setup = comm, setup
         self.ratings, self.init = ratings, None
         self.model, self.sampler = setup.model, setup.sampler
+        self.c_model = setup.c_model
+        self.n_threads = setup.sampler.n_threads or 0  # the server's own work (row_gram)
         self.n_chains = setup.n_chains
         self.layout = setup.layout
         self.n_workers = comm.Get_size() - 1

@@ -120,6 +120,16 @@ void pymf_bpmf_predict(const pymf_bpmf_model *model, const pymf_bpmf_params *p, 
 /* Sum of squared training residuals (fixed summation order, OpenMP over blocks). */
 double pymf_bpmf_sq_error(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
                           const pymf_bpmf_params *p, int n_threads);
+/* The Gram matrix of every row's likelihood terms: H_user[i] = sum over user i's ratings
+ * of x_j x_j^T with x_j = (v_j, 1) (the item's factors and, with biases, a 1; without, a 0),
+ * and H_item[j] likewise over item j's ratings with x_i = (u_i, 1). (D + 1)^2 doubles a row,
+ * both triangles filled; rows without ratings get 0. tau's factor is the caller's. Each row's
+ * terms are added one by one in the layout's order (a product, then a sum: the order and
+ * roundings of np.bincount over the layout's ratings), one row or column stripe per thread:
+ * the same bits for any thread count. */
+void pymf_bpmf_row_gram(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
+                        const pymf_bpmf_params *p, double *H_user, double *H_item,
+                        int n_threads);
 /* Log posterior of (U, V, a, b) given the precisions, up to a constant, and its gradient
  * (each out array may be NULL). */
 double pymf_bpmf_log_posterior(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
