@@ -203,6 +203,9 @@ pymf_status pymf_dsgld_block_gradient(const pymf_bpmf_model *model, const pymf_d
     return PYMF_OK;
 }
 
+/* How many touched rows ahead the bounded steps prefetch their rows' step factors. */
+#define PREFETCH_AHEAD 8
+
 /* x += eps g + sqrt(2 eps) z for one row (and its bias); 0 if a value is not finite. */
 static int move_row(int D, int use_bias, double eps, double noise_sd, const double *g,
                     const double *z, double *x, double *bias)
@@ -279,8 +282,26 @@ pymf_status pymf_dsgld_block_steps(const pymf_bpmf_model *model, const pymf_dsgl
                                     (uint64_t)step, s->noise_ids, (uint32_t)n_touched,
                                     s->noise_width, s->noise_block);
             }
+            const double *factors_side = side == 0 ? blk->step_user : blk->step_item;
+            const double *rows_side = side == 0 ? U : V;
+            const double *sums_side = side == 0 ? s->grad_u : s->grad_v;
             for (int64_t n = 0; n < n_touched; ++n) {
                 const int64_t r = touched[n];
+#if defined(__GNUC__)
+                if (n + PREFETCH_AHEAD < n_touched) {
+                    /* the touched rows are scattered over the stripe and miss the caches:
+                     * fetch a later row's factors, likelihood sums and step factors (2 (D + 1)
+                     * doubles) ahead of use (prefetches change no result) */
+                    const int64_t ahead = touched[n + PREFETCH_AHEAD];
+                    __builtin_prefetch(rows_side + ahead * D);
+                    __builtin_prefetch(rows_side + ahead * D + D - 1);
+                    __builtin_prefetch(sums_side + ahead * width);
+                    __builtin_prefetch(sums_side + ahead * width + width - 1);
+                    if (factors_side != NULL)
+                        for (int c = 0; c < 2 * width; c += 8)
+                            __builtin_prefetch(factors_side + ahead * 2 * width + c);
+                }
+#endif
                 const double *z_row = st->add_noise ? s->noise_block + n * s->noise_width : z;
                 /* a row's own steps eps c_rk, one per coordinate (a constant diagonal
                  * preconditioner: drift eps c_rk g_k and noise 2 eps c_rk keep the posterior
