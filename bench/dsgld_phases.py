@@ -88,7 +88,7 @@ def dsgld_phases(train, test, D, args, threads):
     hyper_params = kernel.c.get_state(0)
     out["hyper_step"] = timed(lambda: _bpmf.hyper_step(layout.c, c_model, hyper_params, h_user,
                                                        h_item, 7, 10, threads), args.repeats)
-    out["train_rmse"] = timed(lambda: kernel.c.sq_error(0, threads), args.repeats)
+    out["train_rmse"] = timed(lambda: kernel.c.sq_error(0), args.repeats)
     users, items = kernel.test_users, kernel.test_items
     out["test_prediction"] = timed(lambda: kernel.c.predict(0, users, items), args.repeats)
     out["draw"] = timed(kernel.draw, args.repeats)

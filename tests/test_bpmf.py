@@ -111,6 +111,22 @@ def test_row_gram_is_bincounts_in_layout_order_for_any_thread_count(grid, bias):
     assert not np.array_equal(reversed_00, want[0][:, 0, 1])
 
 
+def test_predictions_on_threads_are_the_one_thread_values():
+    """Large prediction sets (>= 65,536 pairs: the test set's running mean at scale) are
+    computed on the run's threads; every value must be the one-thread value."""
+    R = synthetic(L=40, M=25, D=3, density=0.3, seed=6)
+    lay = Layout(R, (2, 2), True, np.random.default_rng(3))
+    p = random_params(40, 25, 3, np.random.default_rng(4))
+    rng = np.random.default_rng(7)
+    users, items = rng.integers(0, 40, 70_000), rng.integers(0, 25, 70_000)
+    cm = c_model(pymf.BPMF(3, tau=1.3), 3.0)
+    one = _bpmf.predict(cm, p, users, items, 1)
+    want = 3.0 + np.einsum("nd,nd->n", p.U[users], p.V[items]) + p.a[users] + p.b[items]
+    assert np.allclose(one, want, rtol=1e-14, atol=1e-14)
+    for threads in (2, 3):
+        assert _bpmf.predict(cm, p, users, items, threads).tobytes() == one.tobytes()
+
+
 def test_bias_correctors_match_formula():
     R = synthetic(L=9, M=8)
     layout = Layout(R, (3, 2), False, np.random.default_rng(0)).c

@@ -71,9 +71,15 @@ pymf_status pymf_bpmf_check_finite(const double *U, const double *V, const doubl
 }
 
 void pymf_bpmf_predict(const pymf_bpmf_model *model, const pymf_bpmf_params *p, int64_t n,
-                       const int32_t *users, const int32_t *items, double *out)
+                       const int32_t *users, const int32_t *items, double *out, int n_threads)
 {
     const int D = model->rank;
+    if (n_threads <= 0)
+        n_threads = pymf_default_threads();
+    /* each output on its own (the same bits for any thread count); threads only where
+     * there are enough pairs to pay for waking them (a test set of 10^6 pairs: 25 ms on one
+     * thread, its rows' reads missing the caches) */
+#pragma omp parallel for schedule(static) num_threads(n_threads) if (n >= 65536)
     for (int64_t e = 0; e < n; ++e) {
         const int64_t i = users[e], j = items[e];
         out[e] = model->mean_rating + pymf_dot_sequential(p->U + i * D, p->V + j * D, D) +

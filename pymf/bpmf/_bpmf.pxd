@@ -80,7 +80,8 @@ cdef extern from "pymf/bpmf.h" nogil:
     pymf_status pymf_bpmf_bias_correctors(const pymf_bpmf_data *d, int64_t m, double *h_user,
                                           double *h_item, pymf_error *err)
     void pymf_bpmf_predict(const pymf_bpmf_model *model, const pymf_bpmf_params *p, int64_t n,
-                           const int32_t *users, const int32_t *items, double *out)
+                           const int32_t *users, const int32_t *items, double *out,
+                           int n_threads)
     void pymf_bpmf_row_gram(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
                             const pymf_bpmf_params *p, double *H_user, double *H_item,
                             int n_threads)

@@ -51,8 +51,10 @@ def _f64(x, n, name):
     return x
 
 
-cdef object _predict(const pymf_bpmf_model *m, const pymf_bpmf_params *p, users, items):
-    """rbar + u.v + a + b for (user, item) pairs, computed by the C core without the GIL."""
+cdef object _predict(const pymf_bpmf_model *m, const pymf_bpmf_params *p, users, items,
+                     int n_threads=0):
+    """rbar + u.v + a + b for (user, item) pairs, computed by the C core without the GIL
+    (on n_threads threads, <= 0: OpenMP's default; the same values for any)."""
     users = np.ascontiguousarray(users, dtype=np.int32)
     items = np.ascontiguousarray(items, dtype=np.int32)
     if users.shape != items.shape or users.ndim != 1:
@@ -62,7 +64,7 @@ cdef object _predict(const pymf_bpmf_model *m, const pymf_bpmf_params *p, users,
     cdef double[::1] o = out
     if us.shape[0] > 0:
         with nogil:
-            pymf_bpmf_predict(m, p, us.shape[0], &us[0], &its[0], &o[0])
+            pymf_bpmf_predict(m, p, us.shape[0], &us[0], &its[0], &o[0], n_threads)
     return out
 
 
@@ -225,10 +227,10 @@ def row_gram(BlockLayout layout, model, Params params, int n_threads=0):
     return H_user, H_item
 
 
-def predict(model, Params params, users, items):
+def predict(model, Params params, users, items, int n_threads=0):
     cdef pymf_bpmf_model m
     fill_model(&m, model)
-    return _predict(&m, &params.p, users, items)
+    return _predict(&m, &params.p, users, items, n_threads)
 
 
 cdef class BlockWorker:
@@ -374,6 +376,7 @@ cdef class DSGLDChains:
     cdef pymf_bpmf_model model
     cdef BlockLayout layout
     cdef readonly int n_chains, rank
+    cdef readonly int n_threads  # the run's (<= 0: OpenMP's default), for sq_error and predict
 
     def __cinit__(self, BlockLayout layout, model, int n_chains, int64_t batch_size,
                   int round_length, int hyper_every, bint add_noise, noise_seeds, hyper_seeds,
@@ -385,6 +388,7 @@ cdef class DSGLDChains:
         fill_model(&self.model, model)
         self.rank = self.model.rank
         self.n_chains = n_chains
+        self.n_threads = n_threads
         cdef const uint64_t[::1] ns = np.ascontiguousarray(noise_seeds, dtype=np.uint64)
         cdef const uint64_t[::1] hs = np.ascontiguousarray(hyper_seeds, dtype=np.uint64)
         if ns.shape[0] != n_chains or hs.shape[0] != n_chains:
@@ -407,6 +411,7 @@ cdef class DSGLDChains:
 
     def set_threads(self, int n_threads):
         pymf_dsgld_set_threads(self.d, n_threads)
+        self.n_threads = n_threads
 
     cdef int _chain(self, int chain) except -1:
         if not 0 <= chain < self.n_chains:
@@ -475,10 +480,11 @@ cdef class DSGLDChains:
             pymf_dsgld_run(self.d, n, &e[0], &err)
         check(&err)
 
-    def sq_error(self, int chain, int n_threads=0):
-        """Sum of squared training residuals of one chain."""
+    def sq_error(self, int chain):
+        """Sum of squared training residuals of one chain (on the chains' threads)."""
         self._chain(chain)
         cdef double out
+        cdef int n_threads = self.n_threads
         with nogil:
             out = pymf_bpmf_sq_error(&self.model, &self.layout.data, pymf_dsgld_params(self.d, chain),
                                      n_threads)
@@ -487,7 +493,8 @@ cdef class DSGLDChains:
     def predict(self, int chain, users, items):
         """Predictions of one chain for (user, item) pairs in grid order."""
         self._chain(chain)
-        return _predict(&self.model, pymf_dsgld_params(self.d, chain), users, items)
+        return _predict(&self.model, pymf_dsgld_params(self.d, chain), users, items,
+                        self.n_threads)
 
 
 @cython.no_gc_clear
@@ -499,6 +506,7 @@ cdef class BPMFGibbsChain:
     cdef object keep
     cdef readonly int rank
     cdef readonly int64_t hyper_size, n_users, n_items
+    cdef readonly int n_threads  # the run's (<= 0: OpenMP's default), for predict
 
     def __cinit__(self, model, int64_t n_users, int64_t n_items, user_ptr, user_items,
                   user_ratings, item_ptr, item_users, item_ratings, str hyperprior="wishart",
@@ -509,6 +517,7 @@ cdef class BPMFGibbsChain:
         self.g = NULL
         fill_model(&self.model, model)
         self.rank = self.model.rank
+        self.n_threads = n_threads
         arrays = (np.ascontiguousarray(user_ptr, dtype=np.int64),
                   np.ascontiguousarray(user_items, dtype=np.int32),
                   np.array(user_ratings, dtype=np.float64, order="C", copy=True),
@@ -558,6 +567,7 @@ cdef class BPMFGibbsChain:
 
     def set_threads(self, int n_threads):
         pymf_bpmf_gibbs_set_threads(self.g, n_threads)
+        self.n_threads = n_threads
 
     def set_state(self, U, V, a, b, hyper, int64_t sweep):
         cdef pymf_error err
@@ -603,4 +613,5 @@ cdef class BPMFGibbsChain:
         check(&err)
 
     def predict(self, users, items):
-        return _predict(&self.model, pymf_bpmf_gibbs_params(self.g), users, items)
+        return _predict(&self.model, pymf_bpmf_gibbs_params(self.g), users, items,
+                        self.n_threads)

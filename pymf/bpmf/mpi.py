@@ -87,7 +87,7 @@ class _ServerChains(ChainsKernel):
         self.ratings, self.init = ratings, None
         self.model, self.sampler = setup.model, setup.sampler
         self.c_model = setup.c_model
-        self.n_threads = setup.sampler.n_threads or 0  # the server's own work (row_gram)
+        self.n_threads = setup.sampler.n_threads or 0  # the server's own passes over the data
         self.n_chains = setup.n_chains
         self.layout = setup.layout
         self.n_workers = comm.Get_size() - 1
@@ -200,11 +200,12 @@ class _ServerChains(ChainsKernel):
         self.t = int(state["counter"])
 
     def predict(self, chain, users_grid, items_grid):
-        return _bpmf.predict(self.setup.c_model, self.params[chain], users_grid, items_grid)
+        return _bpmf.predict(self.setup.c_model, self.params[chain], users_grid, items_grid,
+                             self.n_threads)
 
     def train_rmse(self, chain):
-        return _rmse(_bpmf.sq_error(self.layout.c, self.setup.c_model, self.params[chain]),
-                     self.nnz)
+        return _rmse(_bpmf.sq_error(self.layout.c, self.setup.c_model, self.params[chain],
+                                    self.n_threads), self.nnz)
 
     def state(self, chain):
         p = self.params[chain]

@@ -114,9 +114,10 @@ static inline int pymf_bpmf_chain_group(const pymf_bpmf_data *d, int chain, int6
 pymf_status pymf_bpmf_bias_correctors(const pymf_bpmf_data *d, int64_t m, double *h_user,
                                       double *h_item, pymf_error *err);
 
-/* Predictions rbar + u.v + a + b for n (user, item) pairs in grid order. */
+/* Predictions rbar + u.v + a + b for n (user, item) pairs in grid order, on n_threads
+ * OpenMP threads (<= 0: the default) where n is large; each value is the same for any. */
 void pymf_bpmf_predict(const pymf_bpmf_model *model, const pymf_bpmf_params *p, int64_t n,
-                       const int32_t *users, const int32_t *items, double *out);
+                       const int32_t *users, const int32_t *items, double *out, int n_threads);
 /* Sum of squared training residuals (fixed summation order, OpenMP over blocks). */
 double pymf_bpmf_sq_error(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
                           const pymf_bpmf_params *p, int n_threads);
