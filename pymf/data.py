@@ -110,14 +110,23 @@ class Ratings:
         return V
 
 
-def _row_major_order(rows, cols, shape):
-    """The stable order by (row, col): np.lexsort's, computed as a stable sort of one int64
-    key row * n_cols + col where that cannot overflow (twice as fast at 10^7 entries)."""
-    if shape[0] * shape[1] >= 2 ** 63:
-        return np.lexsort((cols, rows))
-    key = rows * np.int64(shape[1])
-    key += cols
+def stable_order(keys, bounds):
+    """The stable order by keys[0], then keys[1], ...: np.lexsort(keys[::-1])'s, for
+    integer keys with 0 <= keys[k] < bounds[k], computed as a stable sort of one int64 key
+    where the bounds' product cannot overflow it (2x faster than np.lexsort with two keys
+    at 10^7 entries, 4.5x with three; else np.lexsort)."""
+    if np.prod([float(b) for b in bounds]) >= 2.0 ** 62:
+        return np.lexsort(tuple(keys[::-1]))
+    key = np.asarray(keys[0], dtype=np.int64).copy()
+    for k, bound in zip(keys[1:], bounds[1:]):
+        key *= np.int64(bound)
+        key += k
     return np.argsort(key, kind="stable")
+
+
+def _row_major_order(rows, cols, shape):
+    """The stable order by (row, col): np.lexsort((cols, rows))'s."""
+    return stable_order((rows, cols), shape)
 
 
 def _strictly_row_major(rows, cols, chunk=1 << 20):

@@ -35,6 +35,19 @@ def test_unsorted_input_is_sorted_as_lexsort_sorts_it(shape):
     assert not np.shares_memory(ratings.rows, rows)
 
 
+@pytest.mark.parametrize("bounds", [(6, 5, 4), (2 ** 21, 2 ** 21, 2 ** 21)])  # the second: lexsort
+def test_stable_order_is_lexsorts_with_ties(bounds):
+    """pymf.data.stable_order (the BPMF layouts' sorts: block, user, item; user, item; item,
+    user) is np.lexsort's order, ties kept in input order, by one int64 key or by lexsort
+    itself where the key could overflow."""
+    from pymf.data import stable_order
+    rng = np.random.default_rng(3)
+    keys = [rng.integers(0, 3, 500) * (b // 3) for b in bounds]  # many ties
+    got = stable_order(keys, bounds)
+    assert np.array_equal(got, np.lexsort(tuple(keys[::-1])))
+    assert np.array_equal(stable_order(keys[:2], bounds[:2]), np.lexsort((keys[1], keys[0])))
+
+
 @pytest.mark.parametrize("sorted_input", [True, False])
 def test_a_duplicate_is_refused_in_sorted_and_unsorted_input(sorted_input):
     rows = np.array([0, 1, 1, 2], dtype=np.int64)

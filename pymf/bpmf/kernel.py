@@ -7,6 +7,7 @@ import numpy as np
 from pymf.bpmf import _bpmf
 from pymf.bpmf.layout import Layout, _initial_params, bpmf_seeds
 from pymf.bpmf.samplers import DSGLD
+from pymf.data import stable_order
 from pymf.engine import autostep
 from pymf.engine.rowsteps import RowStepKernel
 from pymf.engine.seeds import seed_sequence
@@ -180,8 +181,8 @@ class BPMFKernel(ChainsKernel):
         else:
             self.layout = Layout(ratings, (1, 1), False, permute_rng)
             L, M = ratings.shape
-            by_user = np.lexsort((ratings.cols, ratings.rows))
-            by_item = np.lexsort((ratings.rows, ratings.cols))
+            by_user = stable_order((ratings.rows, ratings.cols), (L, M))
+            by_item = stable_order((ratings.cols, ratings.rows), (M, L))
             user_ptr = np.zeros(L + 1, dtype=np.int64)
             np.cumsum(np.bincount(ratings.rows, minlength=L), out=user_ptr[1:])
             item_ptr = np.zeros(M + 1, dtype=np.int64)

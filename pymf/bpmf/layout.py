@@ -10,7 +10,7 @@ Langevin noise) and the GSL seed of its precision draws. Results are a pure func
 import numpy as np
 
 from pymf.bpmf import _bpmf
-from pymf.data import real_array
+from pymf.data import real_array, stable_order
 from pymf.engine.seeds import seed_sequence
 
 
@@ -47,7 +47,7 @@ class Layout:
         items = self.item_pos[ratings.cols]
         block = (np.searchsorted(row_start, users, side="right") - 1) * Q + \
             (np.searchsorted(col_start, items, side="right") - 1)
-        order = np.lexsort((items, users, block))
+        order = stable_order((block, users, items), (P * Q, L, M))
         block_ptr = np.zeros(P * Q + 1, dtype=np.int64)
         np.cumsum(np.bincount(block, minlength=P * Q), out=block_ptr[1:])
         self.c = _bpmf.BlockLayout(L, M, row_start, col_start, block_ptr, users[order],
