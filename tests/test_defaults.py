@@ -35,6 +35,8 @@ def test_batch_rule():
     assert batch_rule(10000, 2, 2) == 250
     assert batch_rule(300, 2, 2) == 7
     assert batch_rule(5, 3, 3) == 1
+    assert batch_rule(400_000, 2, 2) == 1000  # blocks of 100,000: still 1000
+    assert batch_rule(9_000_000, 4, 2) == 11_250  # bench/dsgld_large.py: a hundredth of a block
     s = pymf.DSGLD().for_data(300)
     assert s.batch_size == 7 and pymf.DSGLD().batch_size is None
     assert pymf.DSGLD(batch_size=50).for_data(300).batch_size == 50

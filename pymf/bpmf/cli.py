@@ -57,7 +57,8 @@ def bpmf_arguments(parser):
                         help="DSGLD chains (None: the number of orthogonal groups, max(P, Q))")
     parser.add_argument("--batch-size", type=int, default=None,
                         help="DSGLD minibatch: ratings per step, drawn from one block (None: "
-                             "min(1000, N / (10 P Q)) for N ratings on a P x Q grid)")
+                             "1000, at most a tenth and at least a hundredth of an average "
+                             "block of N / (P Q) ratings)")
     parser.add_argument("--round-length", type=int, default=10,
                         help="DSGLD steps per block between exchanges (one round)")
     parser.add_argument("--eps0", type=_eps0, default="auto",
