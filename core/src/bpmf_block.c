@@ -203,7 +203,8 @@ pymf_status pymf_dsgld_block_gradient(const pymf_bpmf_model *model, const pymf_d
     return PYMF_OK;
 }
 
-/* How many touched rows ahead the bounded steps prefetch their rows' step factors. */
+/* How many touched rows ahead the moves prefetch a row's factors, likelihood sums and (with
+ * the per-row bound) step factors. */
 #define PREFETCH_AHEAD 8
 
 /* x += eps g + sqrt(2 eps) z for one row (and its bias); 0 if a value is not finite. */
