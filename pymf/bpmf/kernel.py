@@ -1,9 +1,11 @@
 """The BPMF family's kernels: DSGLD chains and the BPMF Gibbs chain (pymf.bpmf._bpmf) seen by
 the engine's run loop."""
+import concurrent.futures
 import math
 
 import numpy as np
 
+from pymf import _core_info
 from pymf.bpmf import _bpmf
 from pymf.bpmf.layout import Layout, _initial_params, bpmf_seeds
 from pymf.bpmf.samplers import DSGLD
@@ -35,6 +37,9 @@ def _rmse(sq_error, n):
     return math.sqrt(sq_error / n) if n else float("nan")
 
 
+# the per-row measurement's chains side by side: at most this many bytes of their (D + 1)^2
+# matrices (about 3 arrays a chain: the sums, the correlations, eigvalsh's copy) at once
+MEASURE_BYTES = 1 << 30
 _CHAIN_ARRAYS = ("U", "V", "a", "b", "lambdas")  # a DSGLD chain's state (with the round)
 
 
@@ -116,12 +121,25 @@ class ChainsKernel(RowStepKernel):
 
     def measure_row_steps(self):
         """(step_user, step_item, noise_user, noise_item), grid order: the curvature is the
-        chains' mean at their current state, each chain with its own tau."""
+        chains' mean at their current state, each chain with its own tau. With several
+        threads the chains are measured side by side, a thread each (row_gram, NumPy's
+        products and eigvalsh release the GIL), as many at once as MEASURE_BYTES of their
+        (D + 1)^2 matrices allow, and summed in chain order: the same bits as one by one."""
         info = self.row_plan
+        params = [self.chain_params(c) for c in range(self.n_chains)]
+        threads = self.n_threads or _core_info.default_threads()
+        E = self.model.rank + 1
+        chain_bytes = 3 * (self.layout.c.n_users + self.layout.c.n_items) * E * E * 8
+        side_by_side = min(threads, self.n_chains, max(1, MEASURE_BYTES // chain_bytes))
+        if side_by_side > 1:
+            with concurrent.futures.ThreadPoolExecutor(side_by_side) as pool:
+                curvs = list(pool.map(lambda p: row_curvatures(self.layout.c, self.c_model, p, 1),
+                                      params))  # in chain order
+        else:
+            curvs = [row_curvatures(self.layout.c, self.c_model, p, self.n_threads)
+                     for p in params]
         sums = None
-        for c in range(self.n_chains):
-            curv = row_curvatures(self.layout.c, self.c_model, self.chain_params(c),
-                                  self.n_threads)
+        for curv in curvs:
             parts = [x for side in curv for x in side]  # diag_u, rho_u, diag_v, rho_v
             sums = parts if sums is None else [a + b for a, b in zip(sums, parts)]
         diag_u, rho_u, diag_v, rho_v = (x / self.n_chains for x in sums)
