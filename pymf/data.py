@@ -56,7 +56,7 @@ class Ratings:
         if not _strictly_row_major(rows, cols):
             # sorted copies; entries already in strict (row, col) order are kept as given,
             # without the sort's index and copies (3 x 8 bytes an entry at 10^8 entries)
-            order = _row_major_order(rows, cols, shape)
+            order = stable_order((rows, cols), shape)
             rows, cols, values = rows[order], cols[order], values[order]
             if len(rows) > 1:
                 dup = (rows[1:] == rows[:-1]) & (cols[1:] == cols[:-1])
@@ -123,10 +123,6 @@ def stable_order(keys, bounds):
         key += k
     return np.argsort(key, kind="stable")
 
-
-def _row_major_order(rows, cols, shape):
-    """The stable order by (row, col): np.lexsort((cols, rows))'s."""
-    return stable_order((rows, cols), shape)
 
 
 def _strictly_row_major(rows, cols, chunk=1 << 20):

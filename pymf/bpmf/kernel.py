@@ -1,6 +1,5 @@
 """The BPMF family's kernels: DSGLD chains and the BPMF Gibbs chain (pymf.bpmf._bpmf) seen by
 the engine's run loop."""
-import concurrent.futures
 import math
 
 import numpy as np
@@ -11,7 +10,7 @@ from pymf.bpmf.layout import Layout, _initial_params, bpmf_seeds
 from pymf.bpmf.samplers import DSGLD
 from pymf.data import stable_order
 from pymf.engine import autostep
-from pymf.engine.rowsteps import RowStepKernel
+from pymf.engine.rowsteps import RowStepKernel, measure_side_by_side
 from pymf.engine.seeds import seed_sequence
 
 
@@ -127,17 +126,11 @@ class ChainsKernel(RowStepKernel):
         (D + 1)^2 matrices allow, and summed in chain order: the same bits as one by one."""
         info = self.row_plan
         params = [self.chain_params(c) for c in range(self.n_chains)]
-        threads = self.n_threads or _core_info.default_threads()
         E = self.model.rank + 1
         chain_bytes = 3 * (self.layout.c.n_users + self.layout.c.n_items) * E * E * 8
-        side_by_side = min(threads, self.n_chains, max(1, MEASURE_BYTES // chain_bytes))
-        if side_by_side > 1:
-            with concurrent.futures.ThreadPoolExecutor(side_by_side) as pool:
-                curvs = list(pool.map(lambda p: row_curvatures(self.layout.c, self.c_model, p, 1),
-                                      params))  # in chain order
-        else:
-            curvs = [row_curvatures(self.layout.c, self.c_model, p, self.n_threads)
-                     for p in params]
+        curvs = measure_side_by_side(
+            lambda p, threads: row_curvatures(self.layout.c, self.c_model, p, threads), params,
+            self.n_threads or _core_info.default_threads(), chain_bytes, MEASURE_BYTES)
         sums = None
         for curv in curvs:
             parts = [x for side in curv for x in side]  # diag_u, rho_u, diag_v, rho_v

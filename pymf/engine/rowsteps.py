@@ -23,9 +23,25 @@ A kernel with the plan (RowStepKernel below) supplies:
 
 The engine knows neither the curvature nor the chain: both are the family's.
 """
+import concurrent.futures
+
 import numpy as np
 
 from pymf.engine.kernel import Kernel
+
+
+def measure_side_by_side(measure, jobs, threads, job_bytes, cap):
+    """[measure(job, inner_threads) for job in jobs], in jobs' order. Where `threads` > 1 and
+    `cap` bytes hold more than one job's `job_bytes`, up to that many jobs run side by side
+    on Python threads, each with inner_threads = 1 (the measurements' C passes, NumPy's
+    products and eigvalsh release the GIL); else one after the other, each with all
+    `threads`. Each job is computed whole by one caller, so the results are the same bits
+    either way; the caller combines them in jobs' order."""
+    side_by_side = min(threads, len(jobs), max(1, cap // max(int(job_bytes), 1)))
+    if side_by_side > 1:
+        with concurrent.futures.ThreadPoolExecutor(side_by_side) as pool:
+            return list(pool.map(lambda job: measure(job, 1), jobs))
+    return [measure(job, threads) for job in jobs]
 
 
 class RowStepKernel(Kernel):

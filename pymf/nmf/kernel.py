@@ -10,7 +10,6 @@ derived from the noise key (phi_stream_seed), reseeded at every draw's iteration
 The chain is a pure function of (seed, data, settings): the same for any thread count,
 and a run resumed from a checkpoint continues exactly as if it had not stopped.
 """
-import concurrent.futures
 import copy
 import math
 
@@ -22,7 +21,7 @@ from pymf.engine.steps import ConstantStep, with_burnin
 from pymf.nmf import _blocks, _gibbs_nmf, _sgd, _sgld, _tweedie
 from pymf.data import Ratings, as_observed, real_array
 from pymf.engine.driver import digest, rmse
-from pymf.engine.rowsteps import RowStepKernel
+from pymf.engine.rowsteps import RowStepKernel, measure_side_by_side
 from pymf.engine.seeds import seed_sequence
 from pymf.errors import DivergenceError
 
@@ -432,7 +431,7 @@ class FactorKernel(RowStepKernel):
         pieces = range(data.n_blocks)
         jobs = [(b, True) for b in pieces] + [(c, False) for c in pieces]
 
-        def piece_factors(job):
+        def piece_factors(job, _threads):  # a piece's pass is one thread's
             return self._row_step_factors(self._piece_fisher(job[0], pieces, job[1]))
 
         # at most MEASURE_BYTES of curvatures at once (and at least one piece): a run's
@@ -440,13 +439,8 @@ class FactorKernel(RowStepKernel):
         # 8 x 8), one after the other where one piece is already large
         largest = max(np.max(np.diff(data.row_start)), np.max(np.diff(data.col_start)))
         piece_bytes = max(int(largest), 1) * self.model.rank ** 2 * 8
-        threads = min(self._measure_threads(), len(jobs),
-                      max(1, MEASURE_BYTES // piece_bytes))
-        if threads > 1:
-            with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-                factors = list(pool.map(piece_factors, jobs))  # in jobs' order
-        else:
-            factors = [piece_factors(job) for job in jobs]
+        factors = measure_side_by_side(piece_factors, jobs, self._measure_threads(),
+                                       piece_bytes, MEASURE_BYTES)
         B = len(pieces)
         return np.concatenate(factors[:B]), np.concatenate(factors[B:])
 
