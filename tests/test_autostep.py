@@ -4,11 +4,11 @@ stated margin of the best step of a x2 ladder around it.
 
 Margins: NMF, the final log-likelihood within 5 % of the ladder's best (|best| scale);
 real-valued Gaussian MF within 15 % (measured: the ladder's half step was 11 % better there
-at 300 iterations, a known shortfall of the rule, said in the README); BPMF, the held-out
+at 300 iterations, a known shortfall of the rule, said in docs/tuning.md); BPMF, the held-out
 RMSE within 2 % of the ladder's best.
 
 The paper's grid has I in {256, 1024}; only I = 256 is tested here. The I = 1024 point is
-bench/auto_step.py --betas 0,0.5,1,2 (README, "Works without tuning"): at 1024^2 with K = 32
+bench/auto_step.py --betas 0,0.5,1,2 (docs/tuning.md, "Automatic steps"): at 1024^2 with K = 32
 a PSGLD iteration takes about 40 ms on the 2 shared cores of CI (measured at load average
 9), so the three 300-iteration runs per beta of this test would take about 3 minutes for
 the four betas, beyond the 60 s a test file may take.

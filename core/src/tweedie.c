@@ -38,7 +38,7 @@ pymf_status pymf_tweedie_check(const pymf_tweedie *lik, pymf_error *err)
  * baseline clone, so every build gives the same bits (the kernels are written once, in
  * tweedie_dense.h and dense_tiles.h, for any number of lanes). Why fused: an FMA does a
  * multiply-add in one instruction where separate ones take two, which the gradient's
- * products are bound by (README.md, "FMA, explicitly"). */
+ * products are bound by (docs/speed.md, "FMA, explicitly"). */
 #include "dense_vec.h" /* GRAD_PANEL, MU_TILE_ROWS */
 
 /* g = coef * d/dmu log p(v | floor(mu)) in place over the m x n entries of a panel (g's

@@ -29,7 +29,7 @@ def batch_rule(n_ratings, P, Q):
     of an average block's N / (P Q) ratings, at least 1; and at least a hundredth of an
     average block, which is more than 1000 once blocks hold over 100,000 ratings (on
     bench/dsgld_large.py's 10M matrix, blocks of 1.1M ratings, a minibatch of 1,000 ended
-    0.0033 RMSE behind 10,000 in the same time: README, "Benchmarks")."""
+    0.0033 RMSE behind 10,000 in the same time: docs/benchmarks.md, "DSGLD at 10M ratings")."""
     block = n_ratings // (P * Q)
     return int(max(min(1000, max(1, block // 10)), block // 100))
 
@@ -67,7 +67,7 @@ class DSGLD:
                  the same, bounded after the burn-in so that the minibatch noise inflates
                  the posterior variance by at most 10 % (calibrated intervals on BPMF's own
                  model; far slower mixing where the minibatch scale and curvature are large,
-                 as on MovieLens: README, "Calibrated SG-MCMC")
+                 as on MovieLens: docs/tuning.md, "Calibrated SG-MCMC")
     hyper_every  Gibbs draw of the precisions (and of tau, when the model samples it) every
                  this many rounds (0: never)
 
@@ -80,7 +80,8 @@ class DSGLD:
     step; pass step_size=pymf.AnnealedStep(1e-3, 1000) for the chain of pymf 0.2's tuned
     setting. The per-row bound's 0.35 is the largest of 0.25 / 0.35 / 0.5 that kept test
     RMSE <= 0.900 on MovieLens-100K after 3,000 rounds while covering within binomial
-    error on tests/test_calibration.py's BPMF data (README, "Works without tuning").
+    error on tests/test_calibration.py's BPMF data (docs/tuning.md, "DSGLD's default: a
+    per-row bound").
     noise_correction  True (default): a touched row gets noise N(0, 2 eps / hbar_i), which
                  keeps the chain on the posterior; False: N(0, 2 eps) as in the paper, which
                  samples a tempered posterior (too narrow for rows with hbar_i < 1)

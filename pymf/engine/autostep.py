@@ -34,7 +34,7 @@
    residuals and lowers a sampled tau (wide predictive intervals, counted twice). With
    minibatch_noise=delta the step is also at most 2 delta / ((s - 1) lambda_max), so
    alpha <= delta in every direction: calibrated intervals at the price of a step up to
-   (s - 1) / (2 delta) times smaller, i.e. slower mixing (README, "Calibrated uncertainty").
+   (s - 1) / (2 delta) times smaller, i.e. slower mixing (docs/tuning.md, "Calibrated SG-MCMC").
    The pilot runs the stability rule's step as before, and that step stays the burn-in's
    (pymf.engine.steps.with_burnin): burn-in draws are discarded, so only the kept ones
    need the bound.
@@ -87,7 +87,7 @@ A preconditioned sampler (theta += eps P grad log p + N(0, 2 eps P)) is stable f
 eps lambda_max(P H) < 2: its runner passes P grad log p as the gradient, so the same rule
 bounds the preconditioned curvature (the linear-Gaussian runner's start_preconditioner;
 HAMCMC on MF: P = gamma I). The rule knows the curvature, not the minibatch noise, whose
-contribution to the stationary variance grows with eps (README, "Works without tuning").
+contribution to the stationary variance grows with eps (docs/tuning.md, "Automatic steps").
 Over MPI the runner computes the step as shared memory does, on one rank, and broadcasts it.
 
 The cost is POWER_ITERATIONS + 1 full gradients plus the pilot: on the paper's 1024^2

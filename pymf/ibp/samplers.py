@@ -15,7 +15,7 @@ SPLIT_MERGE_HELP = """split_merge     split-merge proposals per iteration (defau
                     4.1, hybrid P = 2 5.0, 4.0, 5.0; 10: collapsed 4.0, 4.0, 5.0, hybrid 4.0,
                     4.0, 4.0 (5: collapsed 6.1, 5.0, 4.0; 20: 4.0, 4.0, 4.0), for about
                     1.0-1.8x (collapsed) and 0.9-1.2x (hybrid) the seconds per iteration
-                    (noisy timings on a shared machine; README)."""
+                    (noisy timings on a shared machine; docs/benchmarks.md)."""
 
 
 class CollapsedIBP:

@@ -73,7 +73,7 @@ def _step_arguments(parser, default):
         parser.add_argument("--step-size", "--step", type=step_value, default=default,
                             help="constant step size, or 'auto': chosen from the curvature at "
                                  "the start (half the stability limit, checked by a pilot; "
-                                 "see the README)")
+                                 "README, \"Works without tuning\")")
         cliutil.add_minibatch_noise(parser, "--step", "psgld, sgld, ld")
     else:
         parser.add_argument("--step-size", type=float, default=default, help="constant step size")

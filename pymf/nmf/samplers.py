@@ -18,15 +18,15 @@ class PSGLD(_Langevin):
     backend:    "cpu" (OpenMP) or "cuda" (pymf.gpu; an error where no GPU is usable).
     step_size:  "auto" (the default), a float or a schedule. Where the default comes
                 from: chosen per run from the curvature at the start, half the Langevin
-                stability limit, checked by a pilot (pymf.engine.autostep, the README's
-                "Automatic step sizes"). After a burn-in (burnin > 0) every row of W and
-                of H^T gets its own steps eps c_k, c_k in (0, 1] measured from the row's
-                Fisher curvature at the burn-in's end, so that a part's noise (s = B)
-                inflates no row's variance by more than 1 + 0.35 (the per-row bound,
-                pymf.engine.autostep point 5: calibrated intervals on 2 x 2 to 8 x 8
-                grids); recorded in params["auto_step"] (row_noise, row_steps_from,
-                row_steps); on the CPU, over MPI and on the GPU. Without a burn-in the
-                stability rule alone (params["auto_step"]["per_row"] says why).
+                stability limit, checked by a pilot (pymf.engine.autostep; README,
+                "Automatic steps", and docs/tuning.md). After a burn-in (burnin > 0)
+                every row of W and of H^T gets its own steps eps c_k, c_k in (0, 1]
+                measured from the row's Fisher curvature at the burn-in's end, so that a
+                part's noise (s = B) inflates no row's variance by more than 1 + 0.35
+                (the per-row bound, pymf.engine.autostep point 5: calibrated intervals
+                on 2 x 2 to 8 x 8 grids); recorded in params["auto_step"] (row_noise,
+                row_steps_from, row_steps); on the CPU, over MPI and on the GPU. Without
+                a burn-in the stability rule alone (params["auto_step"]["per_row"] says why).
                 pymf.AutoStep(per_row=False): the stability rule alone;
                 pymf.AutoStep(minibatch_noise=0.1) bounds the whole step after the burn-in
                 instead (calibrated too, 5-35x smaller: slower). pymf <= 0.2 had a
