@@ -111,6 +111,123 @@ def test_row_gram_is_bincounts_in_layout_order_for_any_thread_count(grid, bias):
     assert not np.array_equal(reversed_00, want[0][:, 0, 1])
 
 
+@pytest.mark.parametrize("grid", [(1, 1), (2, 2), (4, 2), (2, 3)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_threaded_gradient_is_the_log_posteriors_bit_for_bit(grid, bias):
+    """step_size="auto" takes its power iterations' gradients on the run's threads, one
+    stripe a task: they must be log_posterior's one-pass gradient bit for bit (the chosen
+    step, and so the chains, depend on them), for any thread count."""
+    D = 4
+    R = synthetic(L=40, M=25, D=D, density=0.3, seed=5)
+    keep = (R.rows != 7) & (R.cols != 3)
+    R = pymf.Ratings(R.rows[keep], R.cols[keep], R.values[keep], shape=R.shape)
+    cm = c_model(pymf.BPMF(D, tau=1.3, bias=bias), 3.0)
+    lay = Layout(R, grid, True, np.random.default_rng(3))
+    p = random_params(40, 25, D, np.random.default_rng(4))
+    want = _bpmf.log_posterior(lay.c, cm, p)[1:]
+    for threads in (1, 2, 3):
+        got = _bpmf.log_posterior_gradient(lay.c, cm, p, threads)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.tobytes() == w.tobytes()
+    # power: the same terms added in another order (the items' before the prior) differ
+    gV = np.zeros_like(p.V)
+    users, items = np.asarray(lay.c.users), np.asarray(lay.c.items)
+    r = np.asarray(lay.c.ratings) - 3.0 - np.einsum("nd,nd->n", p.U[users], p.V[items]) \
+        - p.a[users] - p.b[items]
+    np.add.at(gV, items, 1.3 * r[:, None] * p.U[users])
+    gV -= p.lambdas[D:2 * D] * p.V
+    assert np.allclose(gV, want[1], rtol=1e-10, atol=1e-12)
+    assert not np.array_equal(gV, want[1])
+
+
+def sequential_sq_error(layout, mean, p, D):
+    """Readable reference of the sum of squared residuals with the C core's order: each
+    rating's dot product summed from 0 in column order, the residual's terms taken off one
+    by one, then the squares added one by one, block after block."""
+    users, items = np.asarray(layout.users), np.asarray(layout.items)
+    dot = np.zeros(len(users))
+    for k in range(D):
+        dot = dot + p.U[users, k] * p.V[items, k]
+    r = np.asarray(layout.ratings) - mean - dot - p.a[users] - p.b[items]
+    total = 0.0
+    for block in np.split(r * r, np.asarray(layout.block_ptr)[1:-1]):
+        s = 0.0
+        for x in block.tolist():
+            s += x
+        total += s
+    return total
+
+
+@pytest.mark.parametrize("D", [1, 3, 8, 10, 13, 30])
+def test_residual_sums_have_the_sequential_bits_for_any_rank(D):
+    """The sums of squared residuals (tau's draws, the trace, kept draws' statistics) are
+    the readable sequential reference's bits for every rank and thread count, down to each
+    rating's residual."""
+    R = synthetic(L=45, M=31, D=3, density=0.4, seed=8)
+    lay = Layout(R, (3, 2), True, np.random.default_rng(3))
+    cm = c_model(pymf.BPMF(D, tau=1.3), 3.0)
+    rng = np.random.default_rng(D)
+    sets = [random_params(45, 31, D, rng) for _ in range(3)]
+    want = [sequential_sq_error(lay.c, 3.0, p, D) for p in sets]
+    for threads in (1, 2, 3):
+        assert [_bpmf.sq_error(lay.c, cm, p, threads) for p in sets] == want
+    # A total hides a residual's last bits, so: ratings equal to their predictions summed
+    # in the sequential order (the mean, a and b 0) must leave a sum of exactly 0, on every
+    # path; summed in the other column order they leave residuals (the check's power).
+    p = sets[0]
+    zero = np.zeros(45), np.zeros(31)
+    p = _bpmf.Params(D, p.U, p.V, *zero, p.lambdas)
+    users, items = np.asarray(lay.c.users), np.asarray(lay.c.items)
+    dot, flipped = np.zeros(len(users)), np.zeros(len(users))
+    for k in range(D):
+        dot = dot + p.U[users, k] * p.V[items, k]
+        flipped = flipped + p.U[users, D - 1 - k] * p.V[items, D - 1 - k]
+    exact = _bpmf.BlockLayout(lay.c.n_users, lay.c.n_items, lay.c.row_start, lay.c.col_start,
+                              lay.c.block_ptr, users, items, dot)
+    cm0 = c_model(pymf.BPMF(D, tau=1.3), 0.0)
+    for threads in (1, 2, 3):
+        assert _bpmf.sq_error(exact, cm0, p, threads) == 0.0
+    if D >= 3:
+        assert np.count_nonzero(flipped != dot) > len(dot) // 10
+
+
+def test_chains_residual_sums_in_one_pass_and_after_taus_draw():
+    """DSGLDChains.sq_errors: every chain's sum of squared residuals in one pass over
+    (chain, block) tasks, or the sums tau's draw computed at this round: each must be the
+    one-chain function's bits (the trace, kept draws' statistics and tau's draws read them),
+    for any thread count, and a new round or set_state must not leave a stale one."""
+    R = synthetic(L=40, M=25, D=3, density=0.3, seed=6)
+    lay = Layout(R, (4, 2), True, np.random.default_rng(3))
+    model = pymf.BPMF(3)  # tau="sample": run() computes the sums at hyper steps
+    cm = c_model(model, 3.0)
+
+    def fresh(chains, c):
+        return _bpmf.sq_error(lay.c, cm, chains.get_state(c), 1)
+
+    results = []
+    for threads in (1, 2, 3):
+        chains = _bpmf.DSGLDChains(lay.c, cm, 3, 20, 2, 2, True, [11, 12, 13], [21, 22, 23],
+                                   threads)
+        rng = np.random.default_rng(4)
+        for c in range(3):
+            p = random_params(40, 25, 3, rng)
+            chains.set_state(c, p.U, p.V, p.a, p.b, p.lambdas, 0)
+        start = [fresh(chains, c) for c in range(3)]
+        assert chains.sq_errors().tolist() == start
+        assert [chains.sq_error(c) for c in range(3)] == start
+        chains.run(np.full(3, 1e-3))   # round 3: no hyper step, a new state
+        got = chains.sq_errors()
+        assert got.tolist() == [fresh(chains, c) for c in range(3)] and got.tolist() != start
+        chains.run(np.full(1, 1e-3))   # round 4: tau's draw, whose sums are kept
+        kept = chains.sq_errors()
+        assert kept.tolist() == [fresh(chains, c) for c in range(3)]
+        p = random_params(40, 25, 3, np.random.default_rng(9))
+        chains.set_state(1, p.U, p.V, p.a, p.b, p.lambdas, 4)  # the same round, a new state
+        assert chains.sq_error(1) == fresh(chains, 1) != kept[1]
+        results.append((got.tobytes(), kept.tobytes()))
+    assert results[1] == results[0] and results[2] == results[0]
+
+
 def test_predictions_on_threads_are_the_one_thread_values():
     """Large prediction sets (>= 65,536 pairs: the test set's running mean at scale) are
     computed on the run's threads; every value must be the one-thread value."""

@@ -87,6 +87,12 @@ struct pymf_dsgld {
     pymf_dsgld_scratch **scratch;  /* n_chains x group_size */
     pymf_error *task_errors;
     int64_t round;
+    /* Each chain's sum of squared training residuals and the round it belongs to (-1: none):
+     * the hyper step computes it for tau's draw, and a trace point at that round (whose
+     * cadence is the hyper step's by default) reads it instead of another pass over the
+     * ratings. Any change of the state leaves it behind (a new round or set_state). */
+    double *rss;
+    int64_t *rss_round;
 };
 
 void pymf_dsgld_destroy(pymf_dsgld *d)
@@ -108,6 +114,8 @@ void pymf_dsgld_destroy(pymf_dsgld *d)
     free(d->hyper_seeds);
     free(d->blocks);
     free(d->task_errors);
+    free(d->rss);
+    free(d->rss_round);
     free(d);
 }
 
@@ -160,15 +168,20 @@ pymf_dsgld *pymf_dsgld_create(const pymf_bpmf_model *model, const pymf_bpmf_data
     d->blocks = calloc((size_t)d->n_blocks, sizeof *d->blocks);
     d->scratch = calloc((size_t)C * d->group_size, sizeof *d->scratch);
     d->task_errors = calloc((size_t)C * d->group_size, sizeof *d->task_errors);
+    d->rss = calloc((size_t)C, sizeof *d->rss);
+    d->rss_round = malloc((size_t)C * sizeof *d->rss_round);
     if (d->state == NULL || d->backup == NULL || d->params == NULL || d->h_user == NULL ||
         d->h_item == NULL || d->noise_seeds == NULL || d->hyper_seeds == NULL ||
-        d->blocks == NULL || d->scratch == NULL || d->task_errors == NULL) {
+        d->blocks == NULL || d->scratch == NULL || d->task_errors == NULL || d->rss == NULL ||
+        d->rss_round == NULL) {
         pymf_dsgld_destroy(d);
         pymf_fail(err, PYMF_ENOMEM, "out of memory for %d DSGLD chains", C);
         return NULL;
     }
-    for (int c = 0; c < C; ++c)
+    for (int c = 0; c < C; ++c) {
         params_view(&d->params[c], d->state + (size_t)c * d->chain_doubles, D, L, M);
+        d->rss_round[c] = -1;
+    }
     memcpy(d->noise_seeds, noise_seeds, (size_t)C * sizeof(uint64_t));
     memcpy(d->hyper_seeds, hyper_seeds, (size_t)C * sizeof(uint64_t));
     if (pymf_bpmf_bias_correctors(data, config->batch_size, d->h_user, d->h_item, err) != PYMF_OK) {
@@ -246,6 +259,8 @@ pymf_status pymf_dsgld_set_state(pymf_dsgld *d, int chain, const double *U, cons
     if (!d->model.sample_tau)  /* a fixed tau is the model's */
         p->lambdas[PYMF_BPMF_TAU(D)] = d->model.tau;
     d->round = round;
+    for (int c = 0; c < d->config.n_chains; ++c)  /* d->round is every chain's */
+        d->rss_round[c] = -1;
     return PYMF_OK;
 }
 
@@ -269,13 +284,18 @@ void pymf_dsgld_get_state(const pymf_dsgld *d, int chain, double *U, double *V, 
         *round = d->round;
 }
 
-pymf_status pymf_dsgld_hyper_step(const pymf_bpmf_model *model, const pymf_bpmf_data *data,
-                                  pymf_bpmf_params *p, const double *h_user, const double *h_item,
-                                  uint64_t hyper_seed, int64_t round, int n_threads,
-                                  pymf_error *err)
+/* The hyper step of one chain given its sum of squared training residuals rss (read only
+ * when the model samples tau). */
+static pymf_status hyper_step_given(const pymf_bpmf_model *model, const pymf_bpmf_data *data,
+                                    pymf_bpmf_params *p, const double *h_user,
+                                    const double *h_item, uint64_t hyper_seed, int64_t round,
+                                    double rss, pymf_error *err)
 {
     pymf_gsl_quiet();
     const int D = model->rank;
+    if (model->sample_tau && !isfinite(rss))
+        return pymf_fail(err, PYMF_EDIVERGED, "round %lld: the training residuals' sum of "
+                         "squares is %g, so tau cannot be drawn", (long long)round, rss);
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
     if (rng == NULL)
         return pymf_fail(err, PYMF_ENOMEM, "could not allocate a GSL generator");
@@ -297,16 +317,52 @@ pymf_status pymf_dsgld_hyper_step(const pymf_bpmf_model *model, const pymf_bpmf_
                 p->b[j] = gsl_ran_gaussian(rng, 1.0 / sqrt(p->lambdas[2 * D + 1]));
         }
     pymf_bpmf_draw_precisions(model, data->n_users, data->n_items, p, rng);
-    if (model->sample_tau) {
-        /* after the rows without ratings: they have no residuals, so the order is free */
-        const double sq_error = pymf_bpmf_sq_error(model, data, p, n_threads);
-        if (!isfinite(sq_error)) {
-            gsl_rng_free(rng);
-            return pymf_fail(err, PYMF_ENOMEM, "out of memory for the residuals of tau's draw");
-        }
-        pymf_bpmf_draw_tau(model, data->nnz, sq_error, p, rng);
-    }
+    /* rss may be computed before the rows without ratings are drawn: they have no
+     * residuals, and the precisions are in none */
+    if (model->sample_tau)
+        pymf_bpmf_draw_tau(model, data->nnz, rss, p, rng);
     gsl_rng_free(rng);
+    return PYMF_OK;
+}
+
+static pymf_status residuals_out_of_memory(pymf_error *err)
+{
+    return pymf_fail(err, PYMF_ENOMEM, "out of memory for the residuals of tau's draw");
+}
+
+pymf_status pymf_dsgld_hyper_step(const pymf_bpmf_model *model, const pymf_bpmf_data *data,
+                                  pymf_bpmf_params *p, const double *h_user, const double *h_item,
+                                  uint64_t hyper_seed, int64_t round, int n_threads,
+                                  pymf_error *err)
+{
+    double rss = 0.0;
+    if (model->sample_tau && !pymf_bpmf_sq_errors(model, data, p, 1, &rss, n_threads))
+        return residuals_out_of_memory(err);
+    return hyper_step_given(model, data, p, h_user, h_item, hyper_seed, round, rss, err);
+}
+
+pymf_status pymf_dsgld_sq_errors(pymf_dsgld *d, int first, int n_chains, double *out,
+                                 pymf_error *err)
+{
+    if (first < 0 || n_chains < 0 || first + n_chains > d->config.n_chains)
+        return pymf_fail(err, PYMF_EINVAL, "chains %d..%d out of range", first,
+                         first + n_chains - 1);
+    const int n_threads = d->config.n_threads > 0 ? d->config.n_threads : pymf_default_threads();
+    /* the chains whose sums are not current: one run of them, from the first to the last */
+    int lo = first + n_chains, hi = first - 1;
+    for (int c = first; c < first + n_chains; ++c)
+        if (d->rss_round[c] != d->round) {
+            lo = c < lo ? c : lo;
+            hi = c;
+        }
+    if (lo <= hi) {
+        if (!pymf_bpmf_sq_errors(&d->model, d->data, &d->params[lo], hi - lo + 1, d->rss + lo,
+                                 n_threads))
+            return residuals_out_of_memory(err);
+        for (int c = lo; c <= hi; ++c)
+            d->rss_round[c] = d->round;
+    }
+    memmove(out, d->rss + first, (size_t)n_chains * sizeof *out); /* out may be d->rss */
     return PYMF_OK;
 }
 
@@ -412,15 +468,25 @@ pymf_status pymf_dsgld_run(pymf_dsgld *d, int64_t n_rounds, const double *eps, p
                 }
                 return err->status;
             }
-        if (d->config.hyper_every > 0 && round % d->config.hyper_every == 0)
-            for (int c = 0; c < C; ++c) {
-                const pymf_status status = pymf_dsgld_hyper_step(
-                    &d->model, d->data, &d->params[c], d->h_user, d->h_item, d->hyper_seeds[c],
-                    round, n_threads, err);
-                if (status != PYMF_OK)
-                    return status;
-            }
         d->round = round;
+        if (d->config.hyper_every > 0 && round % d->config.hyper_every == 0) {
+            /* every chain's residuals in one pass (the state before the draws: see
+             * hyper_step_given), kept for the trace */
+            pymf_status status = d->model.sample_tau ? pymf_dsgld_sq_errors(d, 0, C, d->rss, err)
+                                                     : PYMF_OK;
+            for (int c = 0; c < C && status == PYMF_OK; ++c)
+                status = hyper_step_given(&d->model, d->data, &d->params[c], d->h_user,
+                                          d->h_item, d->hyper_seeds[c], round, d->rss[c], err);
+            if (status != PYMF_OK) {
+                /* as a failing round: every chain back to its state before this round */
+                memcpy(d->state, d->backup, (size_t)C * d->chain_doubles * sizeof(double));
+                d->round = round - 1;
+                for (int c = 0; c < C; ++c)
+                    d->rss_round[c] = -1;
+                err->iteration = round;
+                return status;
+            }
+        }
     }
     return PYMF_OK;
 }

@@ -90,6 +90,9 @@ cdef extern from "pymf/bpmf.h" nogil:
     double pymf_bpmf_log_posterior(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
                                    const pymf_bpmf_params *p, double *gU, double *gV, double *ga,
                                    double *gb)
+    void pymf_bpmf_log_posterior_gradient(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
+                                          const pymf_bpmf_params *p, double *gU, double *gV,
+                                          double *ga, double *gb, int n_threads) nogil
     pymf_dsgld_scratch *pymf_dsgld_scratch_create(int rank, int64_t max_stripe_users,
                                                   int64_t max_stripe_items, int64_t batch_size)
     void pymf_dsgld_scratch_destroy(pymf_dsgld_scratch *s)
@@ -110,6 +113,8 @@ cdef extern from "pymf/bpmf.h" nogil:
                                   const uint64_t *hyper_seeds, pymf_error *err)
     void pymf_dsgld_destroy(pymf_dsgld *d)
     void pymf_dsgld_set_threads(pymf_dsgld *d, int n_threads)
+    pymf_status pymf_dsgld_sq_errors(pymf_dsgld *d, int first, int n_chains, double *out,
+                                     pymf_error *err) nogil
     pymf_status pymf_dsgld_set_state(pymf_dsgld *d, int chain, const double *U, const double *V,
                                      const double *a, const double *b, const double *lambdas,
                                      int64_t round, pymf_error *err)

@@ -186,6 +186,25 @@ def log_posterior(BlockLayout layout, model, Params params):
     return lp, gU, gV, ga, gb
 
 
+def log_posterior_gradient(BlockLayout layout, model, Params params, int n_threads=0):
+    """(gU, gV, ga, gb): log_posterior's gradient, bit for bit, on n_threads threads."""
+    cdef pymf_bpmf_model m
+    fill_model(&m, model)
+    if params.U.shape != (layout.n_users, m.rank) or params.V.shape != (layout.n_items, m.rank):
+        raise ValueError("the parameters do not match the layout and the rank")
+    gU = np.empty_like(params.U)
+    gV = np.empty_like(params.V)
+    ga = np.empty_like(params.a)
+    gb = np.empty_like(params.b)
+    cdef double[:, ::1] gu = gU, gv = gV
+    cdef double *pa = dptr(ga)
+    cdef double *pb = dptr(gb)
+    with nogil:
+        pymf_bpmf_log_posterior_gradient(&m, &layout.data, &params.p, &gu[0, 0], &gv[0, 0],
+                                         pa, pb, n_threads)
+    return gU, gV, ga, gb
+
+
 def hyper_step(BlockLayout layout, model, Params params, h_user, h_item, uint64_t hyper_seed,
                int64_t round, int n_threads=0):
     """The Gibbs step of the precisions (and of rows without ratings; then of tau if the
@@ -441,6 +460,13 @@ cdef class DSGLDChains:
         pymf_dsgld_get_state(self.d, chain, &u[0, 0], &v[0, 0], dptr(a), dptr(b), dptr(lam), &r)
         return Params(self.rank, U, V, a, b, lam)
 
+    def precisions(self, int chain):
+        """A copy of one chain's precisions (the last, tau) alone."""
+        self._chain(chain)
+        lam = np.empty(n_precisions(self.rank))
+        pymf_dsgld_get_state(self.d, chain, NULL, NULL, NULL, NULL, dptr(lam), NULL)
+        return lam
+
     @property
     def round(self):
         cdef int64_t r
@@ -481,13 +507,27 @@ cdef class DSGLDChains:
         check(&err)
 
     def sq_error(self, int chain):
-        """Sum of squared training residuals of one chain (on the chains' threads)."""
+        """Sum of squared training residuals of one chain (on the chains' threads; the sum
+        tau's draw computed at this round where there is one)."""
         self._chain(chain)
         cdef double out
-        cdef int n_threads = self.n_threads
+        cdef pymf_error err
+        pymf_error_clear(&err)
         with nogil:
-            out = pymf_bpmf_sq_error(&self.model, &self.layout.data, pymf_dsgld_params(self.d, chain),
-                                     n_threads)
+            pymf_dsgld_sq_errors(self.d, chain, 1, &out, &err)
+        check(&err)
+        return out
+
+    def sq_errors(self):
+        """Every chain's sum of squared training residuals (one pass for those not known
+        at this round), each with the bits of sq_error(chain)."""
+        out = np.empty(self.n_chains)
+        cdef double[::1] o = out
+        cdef pymf_error err
+        pymf_error_clear(&err)
+        with nogil:
+            pymf_dsgld_sq_errors(self.d, 0, self.n_chains, &o[0], &err)
+        check(&err)
         return out
 
     def predict(self, int chain, users, items):

@@ -60,6 +60,7 @@ class ChainsKernel(RowStepKernel):
     # the per-row bound's factors in a checkpoint (step, noise; users, items)
     row_step_keys = ("row_steps_user", "row_steps_item", "row_noise_user", "row_noise_item")
     test = None
+    _drawn = None  # (counter, states) of the last draw(), for the draw_stats() that follows
 
     @property
     def counter(self):
@@ -74,14 +75,27 @@ class ChainsKernel(RowStepKernel):
         return {"U": (C, L, D), "V": (C, M, D), "a": (C, L), "b": (C, M)}
 
     def draw(self):
-        states = [self.state(c)[:4] for c in range(self.n_chains)]
+        states = [self.state(c) for c in range(self.n_chains)]
+        # the driver asks for draw_stats next, at the same state: it reuses these (at 10^7
+        # ratings a chain's reordering into the original order costs 10 ms)
+        self._drawn = (self.counter, states)
         return {key: np.stack([st[k] for st in states]) for k, key in enumerate("UVab")}
 
+    def train_rmses(self):
+        """Every chain's training RMSE."""
+        return [self.train_rmse(c) for c in range(self.n_chains)]
+
+    def precisions(self, chain):
+        """The precisions' summary dict of one chain (state(chain)[4])."""
+        return self.state(chain)[4]
+
     def draw_stats(self):
+        drawn, self._drawn = self._drawn, None
+        states = drawn[1] if drawn is not None and drawn[0] == self.counter else \
+            [self.state(c) for c in range(self.n_chains)]
         rows = []
-        for c in range(self.n_chains):
-            U, V, a, b, lam = self.state(c)
-            rows.append({"train_rmse": self.train_rmse(c), "norm_U": math.sqrt(_sum_sq(U)),
+        for train, (U, V, a, b, lam) in zip(self.train_rmses(), states):
+            rows.append({"train_rmse": train, "norm_U": math.sqrt(_sum_sq(U)),
                          "norm_V": math.sqrt(_sum_sq(V)), **lam})
         return {key: np.array([row[key] for row in rows], dtype=np.float64) for key in rows[0]}
 
@@ -93,13 +107,13 @@ class ChainsKernel(RowStepKernel):
 
     def trace_point(self, run):
         test_mean = run.test_mean()
-        train = float(np.mean([self.train_rmse(c) for c in range(self.n_chains)]))
+        train = float(np.mean(self.train_rmses()))
         test = float("nan")
         if test_mean is not None:
             test = _rmse(_sum_sq(test_mean - self.test.values), self.test.nnz)
         point = {"train_rmse": train, "test_rmse": test}
         if self.model.sample_tau:
-            point["tau"] = float(np.mean([self.state(c)[4]["tau"] for c in range(self.n_chains)]))
+            point["tau"] = float(np.mean([self.precisions(c)["tau"] for c in range(self.n_chains)]))
         return point
 
     def snapshot(self):
@@ -138,7 +152,7 @@ class ChainsKernel(RowStepKernel):
         diag_u, rho_u, diag_v, rho_v = (x / self.n_chains for x in sums)
         # a constant diagonal preconditioner: each coordinate's noise scaled as its step
         # (the C core could inject less, leaving room for the minibatch's own noise; measured
-        # on MovieLens that mixed slower for the same calibration: README)
+        # on MovieLens that mixed slower for the same calibration: docs/tuning.md)
         su, si = (autostep.row_step_factors(diag * rho[:, None], info["eps"],
                                             info["minibatch_scale"], info["row_noise"]).ravel()
                   for diag, rho in ((diag_u, rho_u), (diag_v, rho_v)))
@@ -241,7 +255,8 @@ class BPMFKernel(ChainsKernel):
         def gradient(theta):
             U, V, a, b = unpack(theta)
             params = _bpmf.Params(D, U, V, a, b, p0.lambdas)
-            grads = _bpmf.log_posterior(self.layout.c, self.c_model, params)[1:]
+            grads = _bpmf.log_posterior_gradient(self.layout.c, self.c_model, params,
+                                                 self.n_threads)
             if not self.model.bias:
                 grads = grads[:2] + (np.zeros_like(a), np.zeros_like(b))
             return np.concatenate([g.ravel() for g in grads])
@@ -249,7 +264,7 @@ class BPMFKernel(ChainsKernel):
         def pilot(eps):
             try:
                 self.c.run(np.full(autostep.PILOT_UNITS, eps))
-                return all(math.isfinite(self.c.sq_error(c)) for c in range(self.n_chains))
+                return bool(np.all(np.isfinite(self.c.sq_errors())))
             finally:
                 for c, p in enumerate(start):
                     self.c.set_state(c, p.U, p.V, p.a, p.b, p.lambdas, 0)
@@ -304,6 +319,7 @@ class BPMFKernel(ChainsKernel):
         return state
 
     def restore_state(self, state):
+        self._drawn = None
         counter = int(state["counter"])
         if self.is_gibbs:
             self.c.set_state(*(state[key] for key in ("U", "V", "a", "b", "hyper")), counter)
@@ -332,6 +348,14 @@ class BPMFKernel(ChainsKernel):
             return _rmse(_sum_sq(r), self.nnz)
         return _rmse(self.c.sq_error(chain), self.nnz)
 
+    def train_rmses(self):
+        if self.is_gibbs:
+            return [self.train_rmse(0)]
+        # every chain in one pass over the ratings, or the sums that tau's draw, a trace
+        # point or a kept draw left at this round (at 10^7 ratings a pass of 4 chains costs
+        # about a round and a half)
+        return [_rmse(sq, self.nnz) for sq in self.c.sq_errors()]
+
     def state(self, chain):
         """(U, V, a, b, lambda summary dict) in the original order."""
         if self.is_gibbs:
@@ -350,3 +374,8 @@ class BPMFKernel(ChainsKernel):
         p = self.c.get_state(chain)
         U, V, a, b = self.layout.to_original(p.U, p.V, p.a, p.b)
         return U, V, a, b, precision_stats(p.lambdas, self.model)
+
+    def precisions(self, chain):
+        if self.is_gibbs:
+            return self.state(chain)[4]
+        return precision_stats(self.c.precisions(chain), self.model)

@@ -190,6 +190,7 @@ class _ServerChains(ChainsKernel):
         return state
 
     def restore_state(self, state):
+        self._drawn = None
         for c, p in enumerate(self.params):
             for key in _CHAIN_ARRAYS:
                 value = np.asarray(state[key][c], dtype=np.float64)

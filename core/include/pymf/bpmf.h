@@ -118,9 +118,15 @@ pymf_status pymf_bpmf_bias_correctors(const pymf_bpmf_data *d, int64_t m, double
  * OpenMP threads (<= 0: the default) where n is large; each value is the same for any. */
 void pymf_bpmf_predict(const pymf_bpmf_model *model, const pymf_bpmf_params *p, int64_t n,
                        const int32_t *users, const int32_t *items, double *out, int n_threads);
-/* Sum of squared training residuals (fixed summation order, OpenMP over blocks). */
+/* Sum of squared training residuals (fixed summation order, OpenMP over blocks). NAN if
+ * out of memory. */
 double pymf_bpmf_sq_error(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
                           const pymf_bpmf_params *p, int n_threads);
+/* The same for n_sets parameter sets p[0..n_sets-1] in one parallel pass over
+ * (set, block) tasks: out[c] has the bits of pymf_bpmf_sq_error(..., &p[c], ...). Returns 0
+ * (out all NAN) if out of memory, else 1. */
+int pymf_bpmf_sq_errors(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
+                        const pymf_bpmf_params *p, int n_sets, double *out, int n_threads);
 /* The Gram matrix of every row's likelihood terms: H_user[i] = sum over user i's ratings
  * of x_j x_j^T with x_j = (v_j, 1) (the item's factors and, with biases, a 1; without, a 0),
  * and H_item[j] likewise over item j's ratings with x_i = (u_i, 1). (D + 1)^2 doubles a row,
@@ -136,6 +142,11 @@ void pymf_bpmf_row_gram(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
 double pymf_bpmf_log_posterior(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
                                const pymf_bpmf_params *p, double *gU, double *gV, double *ga,
                                double *gb);
+/* The gradient of pymf_bpmf_log_posterior alone (no NULL arrays), bit for bit its
+ * gradient, on n_threads OpenMP threads (one row or column stripe a task). */
+void pymf_bpmf_log_posterior_gradient(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
+                                      const pymf_bpmf_params *p, double *gU, double *gV,
+                                      double *ga, double *gb, int n_threads);
 /* One Gibbs draw of the precisions given (U, V, a, b): lam ~ Gamma(alpha0 + n/2, rate
  * beta0 + sum x^2 / 2), from a GSL mt19937 seeded with `seed` (tau is left as it is). */
 pymf_status pymf_bpmf_sample_precisions(const pymf_bpmf_model *model, int64_t n_users,
@@ -237,5 +248,11 @@ pymf_status pymf_dsgld_hyper_step(const pymf_bpmf_model *model, const pymf_bpmf_
                                   uint64_t hyper_seed, int64_t round, int n_threads,
                                   pymf_error *err);
 const pymf_bpmf_params *pymf_dsgld_params(const pymf_dsgld *d, int chain);
+/* The sums of squared training residuals of chains first .. first + n_chains - 1 at the
+ * current round into out (the bits of pymf_bpmf_sq_error), on the chains' threads in one
+ * pass for those not known yet; a sum computed for tau's draw at this round is reused.
+ * PYMF_EINVAL for chains out of range, PYMF_ENOMEM. */
+pymf_status pymf_dsgld_sq_errors(pymf_dsgld *d, int first, int n_chains, double *out,
+                                 pymf_error *err);
 
 #endif
