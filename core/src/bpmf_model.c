@@ -159,6 +159,31 @@ static void add_outer_upper(double *H, const double *other, double last, int D)
     H[D * E + D] += last * last;
 }
 
+/* Blocks are stored row stripe by row stripe (block p Q + q), so the ratings of the users of
+ * stripe p lie in blocks (p, 0), ..., (p, Q - 1) in that order, and those of the items of
+ * stripe q in blocks (0, q), ..., (P - 1, q): a task per stripe that visits these blocks in
+ * turn visits its rows' ratings in the layout's order, and no two tasks write the same row.
+ * Tasks 0..P-1 are the users' stripes, P..P+Q-1 the items'. */
+typedef struct {
+    int users_side;
+    int64_t first, end;              /* the stripe's rows */
+    int first_block, block_step, n_blocks;  /* its blocks: first_block + o block_step */
+} stripe_task;
+
+static stripe_task stripe_task_of(const pymf_bpmf_data *d, int task)
+{
+    const int P = d->n_row_blocks, Q = d->n_col_blocks;
+    stripe_task t;
+    t.users_side = task < P;
+    const int stripe = t.users_side ? task : task - P;
+    t.first = t.users_side ? d->row_start[stripe] : d->col_start[stripe];
+    t.end = t.users_side ? d->row_start[stripe + 1] : d->col_start[stripe + 1];
+    t.first_block = t.users_side ? stripe * Q : stripe;
+    t.block_step = t.users_side ? 1 : Q;
+    t.n_blocks = t.users_side ? Q : P;
+    return t;
+}
+
 void pymf_bpmf_row_gram(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
                         const pymf_bpmf_params *p, double *H_user, double *H_item,
                         int n_threads)
@@ -169,22 +194,17 @@ void pymf_bpmf_row_gram(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
     const size_t row = (size_t)E * (size_t)E;
     if (n_threads <= 0)
         n_threads = pymf_default_threads();
-    /* Blocks are stored row stripe by row stripe (block p Q + q), so the ratings of the
-     * users of stripe p lie in blocks (p, 0), ..., (p, Q - 1) in that order, and those of
-     * the items of stripe q in blocks (0, q), ..., (P - 1, q): one task per stripe visits
-     * its rows' ratings in the layout's order. Tasks 0..P-1 are the users' stripes,
-     * P..P+Q-1 the items'. */
+    /* one task per stripe (stripe_task_of) */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
     for (int task = 0; task < P + Q; ++task) {
-        const int users_side = task < P;
-        const int stripe = users_side ? task : task - P;
-        const int64_t first = users_side ? d->row_start[stripe] : d->col_start[stripe];
-        const int64_t end = users_side ? d->row_start[stripe + 1] : d->col_start[stripe + 1];
+        const stripe_task st = stripe_task_of(d, task);
+        const int users_side = st.users_side;
+        const int64_t first = st.first, end = st.end;
         double *H = users_side ? H_user : H_item;
         for (size_t k = (size_t)first * row; k < (size_t)end * row; ++k)
             H[k] = 0.0;
-        for (int o = 0; o < (users_side ? Q : P); ++o) {
-            const int s = users_side ? stripe * Q + o : o * Q + stripe;
+        for (int o = 0; o < st.n_blocks; ++o) {
+            const int s = st.first_block + o * st.block_step;
             for (int64_t e = d->block_ptr[s]; e < d->block_ptr[s + 1]; ++e) {
                 const int64_t i = users_side ? d->users[e] : d->items[e];
                 const double *other = users_side ? p->V + (int64_t)d->items[e] * D
@@ -265,32 +285,30 @@ void pymf_bpmf_log_posterior_gradient(const pymf_bpmf_model *model, const pymf_b
     const double tau = pymf_bpmf_current_tau(model, p->lambdas);
     if (n_threads <= 0)
         n_threads = pymf_default_threads();
-    /* One task per user stripe (tasks 0..P-1) and per item stripe: a stripe's rows get their
-     * prior term, then their ratings' terms in the layout's order (row_gram's visit, above),
-     * which is the order of pymf_bpmf_log_posterior's one pass over all blocks: the same
-     * bits for any thread count. Both of a rating's stripes form its residual: a buffer of
-     * them (8 bytes a rating) measured no faster at 10^7 ratings on 2 threads (0.21 against
-     * 0.19 s; the one-pass function's 0.25-0.27 s), the passes' reads, not the dot
-     * products, being what costs. */
+    /* One task per stripe (stripe_task_of): a stripe's rows get their prior term, then
+     * their ratings' terms in the layout's order, which is the order of
+     * pymf_bpmf_log_posterior's one pass over all blocks: the same bits for any thread
+     * count. Both of a rating's stripes form its residual: a buffer of them (8 bytes a
+     * rating) measured no faster at 10^7 ratings on 2 threads (0.21 against 0.19 s; the
+     * one-pass function's 0.25-0.27 s), the passes' reads, not the dot products, being
+     * what costs. */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
     for (int task = 0; task < P + Q; ++task) {
-        const int users_side = task < P;
-        const int stripe = users_side ? task : task - P;
-        const int64_t first = users_side ? d->row_start[stripe] : d->col_start[stripe];
-        const int64_t end = users_side ? d->row_start[stripe + 1] : d->col_start[stripe + 1];
+        const stripe_task st = stripe_task_of(d, task);
+        const int users_side = st.users_side;
         const double *lam = users_side ? p->lambdas : p->lambdas + D;
         const double lam_bias = p->lambdas[users_side ? 2 * D : 2 * D + 1];
         const double *own = users_side ? p->U : p->V;
         const double *own_bias = users_side ? p->a : p->b;
         double *g = users_side ? gU : gV;
         double *g_bias = users_side ? ga : gb;
-        for (int64_t i = first; i < end; ++i) {
+        for (int64_t i = st.first; i < st.end; ++i) {
             for (int k = 0; k < D; ++k)
                 g[i * D + k] = -lam[k] * own[i * D + k];
             g_bias[i] = model->use_bias ? -lam_bias * own_bias[i] : 0.0;
         }
-        for (int o = 0; o < (users_side ? Q : P); ++o) {
-            const int s = users_side ? stripe * Q + o : o * Q + stripe;
+        for (int o = 0; o < st.n_blocks; ++o) {
+            const int s = st.first_block + o * st.block_step;
             for (int64_t e = d->block_ptr[s]; e < d->block_ptr[s + 1]; ++e) {
                 const double w = tau * rating_residual(model, d, p, e);
                 const int64_t i = users_side ? d->users[e] : d->items[e];
