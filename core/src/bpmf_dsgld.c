@@ -88,9 +88,9 @@ struct pymf_dsgld {
     pymf_error *task_errors;
     int64_t round;
     /* Each chain's sum of squared training residuals and the round it belongs to (-1: none):
-     * the hyper step computes it for tau's draw, and a trace point at that round (whose
-     * cadence is the hyper step's by default) reads it instead of another pass over the
-     * ratings. Any change of the state leaves it behind (a new round or set_state). */
+     * the hyper step computes it for tau's draw, and the trace point and kept draw at that
+     * round (the hyper step's cadence by default) read it instead of another pass over the
+     * ratings each. Any change of the state leaves it behind (a new round or set_state). */
     double *rss;
     int64_t *rss_round;
 };

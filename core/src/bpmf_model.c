@@ -87,7 +87,7 @@ void pymf_bpmf_predict(const pymf_bpmf_model *model, const pymf_bpmf_params *p, 
     }
 }
 
-/* The residual rbar + u.v + a + b - r of one training rating, as every sum here forms it */
+/* The residual r - (rbar + u.v + a + b) of one training rating, as every sum here forms it */
 static inline double rating_residual(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
                                      const pymf_bpmf_params *p, int64_t e)
 {
