@@ -184,41 +184,72 @@ static stripe_task stripe_task_of(const pymf_bpmf_data *d, int task)
     return t;
 }
 
+/* Rating e's row on the stripe's side, and the other side's factor row it pairs with */
+static inline int64_t stripe_row(const stripe_task *st, const pymf_bpmf_data *d, int64_t e)
+{
+    return st->users_side ? d->users[e] : d->items[e];
+}
+
+static inline const double *stripe_other(const stripe_task *st, const pymf_bpmf_data *d,
+                                         const pymf_bpmf_params *p, int D, int64_t e)
+{
+    return st->users_side ? p->V + (int64_t)d->items[e] * D : p->U + (int64_t)d->users[e] * D;
+}
+
+/* fn(stripe, ctx) for every stripe task on n_threads OpenMP threads (<= 0: the default),
+ * one task at a time per thread: the same bits for any thread count where each task writes
+ * only its own rows */
+typedef void (*stripe_fn)(const stripe_task *st, void *ctx);
+
+static void for_each_stripe(const pymf_bpmf_data *d, int n_threads, stripe_fn fn, void *ctx)
+{
+    const int n_tasks = d->n_row_blocks + d->n_col_blocks;
+    if (n_threads <= 0)
+        n_threads = pymf_default_threads();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
+    for (int task = 0; task < n_tasks; ++task) {
+        const stripe_task st = stripe_task_of(d, task);
+        fn(&st, ctx);
+    }
+}
+
+typedef struct {
+    const pymf_bpmf_model *model;
+    const pymf_bpmf_data *d;
+    const pymf_bpmf_params *p;
+    double *own[2], *own_bias[2]; /* [0] items' side, [1] users' (row_gram: H_item, H_user) */
+} stripe_context;
+
+/* one stripe's Gram matrices (pymf_bpmf_row_gram) */
+static void row_gram_stripe(const stripe_task *st, void *ctx)
+{
+    const stripe_context *c = ctx;
+    const int D = c->model->rank, E = D + 1;
+    const double last = c->model->use_bias ? 1.0 : 0.0;
+    const size_t row = (size_t)E * (size_t)E;
+    double *H = c->own[st->users_side];
+    for (size_t k = (size_t)st->first * row; k < (size_t)st->end * row; ++k)
+        H[k] = 0.0;
+    for (int o = 0; o < st->n_blocks; ++o) {
+        const int s = st->first_block + o * st->block_step;
+        for (int64_t e = c->d->block_ptr[s]; e < c->d->block_ptr[s + 1]; ++e)
+            add_outer_upper(H + (size_t)stripe_row(st, c->d, e) * row,
+                            stripe_other(st, c->d, c->p, D, e), last, D);
+    }
+    for (int64_t i = st->first; i < st->end; ++i) {
+        double *Hi = H + (size_t)i * row;
+        for (int k = 0; k < E; ++k)
+            for (int l = k + 1; l < E; ++l)
+                Hi[l * E + k] = Hi[k * E + l];
+    }
+}
+
 void pymf_bpmf_row_gram(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
                         const pymf_bpmf_params *p, double *H_user, double *H_item,
                         int n_threads)
 {
-    const int D = model->rank, E = D + 1;
-    const int P = d->n_row_blocks, Q = d->n_col_blocks;
-    const double last = model->use_bias ? 1.0 : 0.0;
-    const size_t row = (size_t)E * (size_t)E;
-    if (n_threads <= 0)
-        n_threads = pymf_default_threads();
-    /* one task per stripe (stripe_task_of) */
-#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
-    for (int task = 0; task < P + Q; ++task) {
-        const stripe_task st = stripe_task_of(d, task);
-        const int users_side = st.users_side;
-        const int64_t first = st.first, end = st.end;
-        double *H = users_side ? H_user : H_item;
-        for (size_t k = (size_t)first * row; k < (size_t)end * row; ++k)
-            H[k] = 0.0;
-        for (int o = 0; o < st.n_blocks; ++o) {
-            const int s = st.first_block + o * st.block_step;
-            for (int64_t e = d->block_ptr[s]; e < d->block_ptr[s + 1]; ++e) {
-                const int64_t i = users_side ? d->users[e] : d->items[e];
-                const double *other = users_side ? p->V + (int64_t)d->items[e] * D
-                                                 : p->U + (int64_t)d->users[e] * D;
-                add_outer_upper(H + (size_t)i * row, other, last, D);
-            }
-        }
-        for (int64_t i = first; i < end; ++i) {
-            double *Hi = H + (size_t)i * row;
-            for (int k = 0; k < E; ++k)
-                for (int l = k + 1; l < E; ++l)
-                    Hi[l * E + k] = Hi[k * E + l];
-        }
-    }
+    stripe_context c = {model, d, p, {H_item, H_user}, {NULL, NULL}};
+    for_each_stripe(d, n_threads, row_gram_stripe, &c);
 }
 
 double pymf_bpmf_log_posterior(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
@@ -276,50 +307,47 @@ double pymf_bpmf_log_posterior(const pymf_bpmf_model *model, const pymf_bpmf_dat
     return lp;
 }
 
+/* one stripe's rows of the gradient (pymf_bpmf_log_posterior_gradient) */
+static void gradient_stripe(const stripe_task *st, void *ctx)
+{
+    const stripe_context *c = ctx;
+    const pymf_bpmf_params *p = c->p;
+    const int D = c->model->rank, users_side = st->users_side;
+    const double tau = pymf_bpmf_current_tau(c->model, p->lambdas);
+    const double *lam = users_side ? p->lambdas : p->lambdas + D;
+    const double lam_bias = p->lambdas[users_side ? 2 * D : 2 * D + 1];
+    const double *own = users_side ? p->U : p->V;
+    const double *own_bias = users_side ? p->a : p->b;
+    double *g = c->own[users_side], *g_bias = c->own_bias[users_side];
+    for (int64_t i = st->first; i < st->end; ++i) {
+        for (int k = 0; k < D; ++k)
+            g[i * D + k] = -lam[k] * own[i * D + k];
+        g_bias[i] = c->model->use_bias ? -lam_bias * own_bias[i] : 0.0;
+    }
+    for (int o = 0; o < st->n_blocks; ++o) {
+        const int s = st->first_block + o * st->block_step;
+        for (int64_t e = c->d->block_ptr[s]; e < c->d->block_ptr[s + 1]; ++e) {
+            const double w = tau * rating_residual(c->model, c->d, p, e);
+            const int64_t i = stripe_row(st, c->d, e);
+            pymf_axpy(D, w, stripe_other(st, c->d, p, D, e), g + i * D);
+            if (c->model->use_bias)
+                g_bias[i] += w;
+        }
+    }
+}
+
 void pymf_bpmf_log_posterior_gradient(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
                                       const pymf_bpmf_params *p, double *gU, double *gV,
                                       double *ga, double *gb, int n_threads)
 {
-    const int D = model->rank;
-    const int P = d->n_row_blocks, Q = d->n_col_blocks;
-    const double tau = pymf_bpmf_current_tau(model, p->lambdas);
-    if (n_threads <= 0)
-        n_threads = pymf_default_threads();
-    /* One task per stripe (stripe_task_of): a stripe's rows get their prior term, then
-     * their ratings' terms in the layout's order, which is the order of
-     * pymf_bpmf_log_posterior's one pass over all blocks: the same bits for any thread
-     * count. Both of a rating's stripes form its residual: a buffer of them (8 bytes a
-     * rating) measured no faster at 10^7 ratings on 2 threads (0.21 against 0.19 s; the
-     * one-pass function's 0.25-0.27 s), the passes' reads, not the dot products, being
-     * what costs. */
-#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
-    for (int task = 0; task < P + Q; ++task) {
-        const stripe_task st = stripe_task_of(d, task);
-        const int users_side = st.users_side;
-        const double *lam = users_side ? p->lambdas : p->lambdas + D;
-        const double lam_bias = p->lambdas[users_side ? 2 * D : 2 * D + 1];
-        const double *own = users_side ? p->U : p->V;
-        const double *own_bias = users_side ? p->a : p->b;
-        double *g = users_side ? gU : gV;
-        double *g_bias = users_side ? ga : gb;
-        for (int64_t i = st.first; i < st.end; ++i) {
-            for (int k = 0; k < D; ++k)
-                g[i * D + k] = -lam[k] * own[i * D + k];
-            g_bias[i] = model->use_bias ? -lam_bias * own_bias[i] : 0.0;
-        }
-        for (int o = 0; o < st.n_blocks; ++o) {
-            const int s = st.first_block + o * st.block_step;
-            for (int64_t e = d->block_ptr[s]; e < d->block_ptr[s + 1]; ++e) {
-                const double w = tau * rating_residual(model, d, p, e);
-                const int64_t i = users_side ? d->users[e] : d->items[e];
-                const double *other = users_side ? p->V + (int64_t)d->items[e] * D
-                                                 : p->U + (int64_t)d->users[e] * D;
-                pymf_axpy(D, w, other, g + i * D);
-                if (model->use_bias)
-                    g_bias[i] += w;
-            }
-        }
-    }
+    /* A stripe's rows get their prior term, then their ratings' terms in the layout's
+     * order, which is the order of pymf_bpmf_log_posterior's one pass over all blocks: the
+     * same bits for any thread count. Both of a rating's stripes form its residual: a
+     * buffer of them (8 bytes a rating) measured no faster at 10^7 ratings on 2 threads
+     * (0.21 against 0.19 s; the one-pass function's 0.25-0.27 s), the passes' reads, not
+     * the dot products, being what costs. */
+    stripe_context c = {model, d, p, {gV, gU}, {gb, ga}};
+    for_each_stripe(d, n_threads, gradient_stripe, &c);
 }
 
 void pymf_bpmf_draw_precisions(const pymf_bpmf_model *model, int64_t n_users, int64_t n_items,
