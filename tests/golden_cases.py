@@ -630,9 +630,37 @@ def recorded_name(name):
     return SAME_AS.get(name, name)
 
 
-def load_results(path=RESULTS):
+def numerics_class():
+    """The class of machine a recording holds for. pymf's C core gives the same bits on every
+    x86-64 path (its baseline, AVX2 and AVX-512 builds), but a chain also passes through
+    NumPy and OpenBLAS, which do not: NumPy's float64 ufuncs (np.power in a decaying step's
+    schedule, np.exp, np.log1p, ...) use Intel's SVML where the CPU has AVX512_SKX and the C
+    library's functions elsewhere, and OpenBLAS picks its kernels (products, norms, QR) by
+    the same generation, so their last bits differ between an AVX-512 machine (an Intel
+    Xeon, AMD Zen 4) and an AVX2 one (an AMD EPYC without AVX-512). Within a class the
+    chains are the same bits, for any thread count, after a resume and under MPI."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as features
+    except ImportError:  # NumPy 1.x
+        from numpy.core._multiarray_umath import __cpu_features__ as features
+    if features.get("AVX512_SKX"):
+        return "x86-64-v4"
+    if features.get("AVX2") and features.get("FMA3"):
+        return "x86-64-v3"
+    import platform
+    return platform.machine() or "unknown"
+
+
+def load_all(path=RESULTS):
+    """{numerics class: {case: digests}}."""
     with open(path) as fh:
-        return json.load(fh)["cases"]
+        return json.load(fh)["classes"]
+
+
+def load_results(path=RESULTS, numerics=None):
+    """The recorded digests of this machine's numerics class (or of `numerics`), {} where
+    that class has none."""
+    return load_all(path).get(numerics or numerics_class(), {})
 
 
 def compare(name, got, expected):
@@ -659,7 +687,10 @@ def main(argv):
     from pymf import mpi
     mpi_state = True if mpi.is_available() else mpi.why_unavailable()
     names = only or list(CASES)
-    old = load_results() if os.path.exists(RESULTS) else {}
+    numerics = numerics_class()
+    classes = load_all() if os.path.exists(RESULTS) else {}
+    old = classes.get(numerics, {})
+    print(f"numerics class of this machine: {numerics} ({len(old)} cases recorded for it)")
     got, failed = {}, False
     for name in names:
         if name in MPI_CASES and mpi_state is not True:
@@ -685,15 +716,31 @@ def main(argv):
             sys.exit("not written: a case differs from the case it must reproduce (SAME_AS)")
         cases = dict(old)
         for name, digests in got.items():
-            if name not in SAME_AS:
-                cases[name] = digests
-        meta = {"recorded_at_commit": _git_head(), "numpy": np.__version__,
-                "python": sys.version.split()[0], "pymf": pymf.__version__}
+            if name in SAME_AS:
+                continue
+            if name in old and compare(name, digests, old[name]):
+                # the chain moved on purpose: another class's recording of it is stale, and
+                # only a machine of that class can record it again
+                for other, recorded in classes.items():
+                    if other != numerics and recorded.pop(name, None) is not None:
+                        print(f"{name}: dropped its {other} recording (record it on such a "
+                              f"machine: python tests/golden_cases.py --write {name})")
+            cases[name] = digests
+        classes[numerics] = dict(sorted(cases.items()))
+        meta = {}
+        if os.path.exists(RESULTS):
+            with open(RESULTS) as fh:
+                meta = json.load(fh).get("meta", {})
+        # each class's notes (what was re-recorded when, and why) are kept; its last write
+        # is stamped on them
+        meta[numerics] = {**meta.get(numerics, {}), "recorded_at_commit": _git_head(),
+                          "numpy": np.__version__, "python": sys.version.split()[0],
+                          "pymf": pymf.__version__}
         with open(RESULTS, "w") as fh:
-            json.dump({"meta": meta, "cases": dict(sorted(cases.items()))}, fh, indent=1,
+            json.dump({"meta": meta, "classes": dict(sorted(classes.items()))}, fh, indent=1,
                       sort_keys=False)
             fh.write("\n")
-        print(f"wrote {len(cases)} recorded cases to {RESULTS}")
+        print(f"wrote {len(cases)} recorded cases of {numerics} to {RESULTS}")
     elif failed:
         sys.exit(1)
 
