@@ -111,6 +111,49 @@ def test_row_gram_is_bincounts_in_layout_order_for_any_thread_count(grid, bias):
     assert not np.array_equal(reversed_00, want[0][:, 0, 1])
 
 
+def numpy_correlations(H):
+    """What the per-row bound computed from row_gram's sums before the C core did: each
+    row's diagonal and its correlation matrix H * r[:, None] * r[None, :], r = 1/sqrt(diag)
+    where diag > 0, else 0."""
+    diag = np.einsum("ikk->ik", H).copy()
+    inv_root = np.zeros_like(diag)
+    np.divide(1.0, np.sqrt(diag), out=inv_root, where=diag > 0)
+    return diag, H * inv_root[:, :, None] * inv_root[:, None, :]
+
+
+@pytest.mark.parametrize("D", [1, 3, 7, 10, 17])
+@pytest.mark.parametrize("bias", [True, False])
+def test_row_gram_and_correlations_for_many_ranks_and_long_rows(D, bias):
+    """row_gram sums each row's terms in register tiles of 4 rows and 4 or 8 columns, over
+    panels of 128 ratings: every rank's tile shapes and rows of over one and two panels (the
+    items here have up to 300 ratings) must still give the reference's bits, and
+    row_correlations the correlation matrices NumPy computes from them, both triangles (they
+    may differ in the last bit), for any thread count. An item without ratings gets 0."""
+    R = synthetic(L=300, M=12, D=3, density=0.95, seed=2)
+    keep = R.cols != 5
+    R = pymf.Ratings(R.rows[keep], R.cols[keep], R.values[keep], shape=R.shape)
+    counts = np.bincount(R.cols, minlength=12)
+    assert counts.max() > 256 and counts[5] == 0
+    cm = c_model(pymf.BPMF(D, tau=1.3, bias=bias), 3.0)
+    lay = Layout(R, (2, 3), True, np.random.default_rng(3))
+    p = random_params(300, 12, D, np.random.default_rng(4))
+    want = numpy_row_gram(lay.c, p, D, bias)
+    want_corr = [numpy_correlations(H) for H in want]
+    for threads in (1, 2):
+        got = _bpmf.row_gram(lay.c, cm, p, threads)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.tobytes() == w.tobytes()
+        corr = _bpmf.row_correlations(lay.c, cm, p, threads)
+        for (diag, Rm), (want_diag, want_R) in zip(corr, want_corr):
+            assert diag.tobytes() == want_diag.tobytes() and Rm.tobytes() == want_R.tobytes()
+    assert not corr[1][1][lay.item_pos[5]].any()
+    # the correlations' two triangles are rounded apart, as NumPy's are (else a symmetric
+    # copy of one triangle would pass)
+    if D >= 7:
+        Rm = want_corr[0][1]
+        assert not np.array_equal(Rm, np.swapaxes(Rm, 1, 2))
+
+
 @pytest.mark.parametrize("grid", [(1, 1), (2, 2), (4, 2), (2, 3)])
 @pytest.mark.parametrize("bias", [True, False])
 def test_threaded_gradient_is_the_log_posteriors_bit_for_bit(grid, bias):

@@ -145,18 +145,107 @@ double pymf_bpmf_sq_error(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
     return out;
 }
 
-/* The terms x x^T of one rating, x = (other, last), added to the upper triangle of its row's
- * Gram matrix (E = D + 1 columns). */
-static void add_outer_upper(double *H, const double *other, double last, int D)
+/* A row's Gram matrix is summed from panels of its ratings' x = (other side's factors,
+ * last) gathered into a buffer, GRAM_PANEL rows of GRAM_STRIDE(E) doubles (E = D + 1 values,
+ * then zeros to a whole number of GRAM_LANES-double vectors), into an accumulator of E x stride
+ * doubles held in registers a tile at a time. */
+#define GRAM_PANEL 128
+#define GRAM_LANES 4 /* one AVX2 register (half an AVX-512 one: AMD's AVX2-only cores too) */
+#define GRAM_STRIDE(E) (((E) + GRAM_LANES - 1) / GRAM_LANES * GRAM_LANES)
+
+typedef double gram_vec __attribute__((vector_size(8 * GRAM_LANES)));
+typedef double gram_vec_unaligned __attribute__((vector_size(8 * GRAM_LANES), aligned(8),
+                                                 may_alias));
+#define GRAM_AT(p) (*(gram_vec_unaligned *)(p))
+
+/* rows k0 .. k0 + 3 and vectors q0 .. q0 + NQ - 1 of the accumulator G (row stride `stride`)
+ * += sum over s < n (ascending) of X[s][k] X[s][l]: each product rounded, then added (no
+ * fused multiply-add: -std=c99 turns contraction off, and the vector lanes are different
+ * columns l, never terms of one sum), so every element gets the bits of adding x_k x_l
+ * rating by rating. Always inlined with a literal NQ (at most 2), so the 4 NQ accumulators
+ * are registers (with x's NQ vectors and a broadcast, 11 of AVX2's 16). */
+static inline __attribute__((always_inline)) void gram_tile(int NQ, int k0, int q0, int stride,
+                                                            int n, const double *X, double *G)
 {
-    const int E = D + 1;
-    for (int k = 0; k < D; ++k) {
-        const double xk = other[k];
-        for (int l = k; l < D; ++l)
-            H[k * E + l] += xk * other[l];
-        H[k * E + D] += xk * last;
+    gram_vec acc[4][2];
+    for (int r = 0; r < 4; ++r)
+        for (int q = 0; q < NQ; ++q)
+            acc[r][q] = GRAM_AT(G + (k0 + r) * stride + GRAM_LANES * (q0 + q));
+    for (int s = 0; s < n; ++s) {
+        const double *x = X + (size_t)s * (size_t)stride;
+        gram_vec xv[2];
+        for (int q = 0; q < NQ; ++q)
+            xv[q] = GRAM_AT(x + GRAM_LANES * (q0 + q));
+        for (int r = 0; r < 4; ++r) {
+            const double x_k = x[k0 + r];
+            const gram_vec xk = {x_k, x_k, x_k, x_k};
+            for (int q = 0; q < NQ; ++q)
+                acc[r][q] = acc[r][q] + xk * xv[q];
+        }
     }
-    H[D * E + D] += last * last;
+    for (int r = 0; r < 4; ++r)
+        for (int q = 0; q < NQ; ++q)
+            GRAM_AT(G + (k0 + r) * stride + GRAM_LANES * (q0 + q)) = acc[r][q];
+}
+
+/* G += sum over the panel's n rows x_s of x_s x_s^T, for the elements l >= k of G's first E
+ * rows (and some left of the diagonal in its vectors, and rows up to a multiple of 4 from
+ * the padding's zeros: computed, never read). G has stride^2 doubles. */
+PYMF_VECTOR_CLONES
+static void gram_panel(int E, int stride, int n, const double *X, double *G)
+{
+    const int n_vec = stride / GRAM_LANES;
+    for (int k0 = 0; k0 < E; k0 += 4) {
+        int q0 = k0 / GRAM_LANES;
+        for (; q0 + 2 <= n_vec; q0 += 2)
+            gram_tile(2, k0, q0, stride, n, X, G);
+        if (q0 < n_vec)
+            gram_tile(1, k0, q0, stride, n, X, G);
+    }
+}
+
+/* H (E x E) = the sum over the listed ratings (ascending) of x x^T, x = (the other side's
+ * factor row others[t], last): the bits of adding each rating's terms in turn. With diag
+ * (not NULL): diag = H's diagonal and, in H's place, its correlation matrix R[a][b] =
+ * (H[a][b] r_a) r_b, r = 1 / sqrt(diag) where diag > 0, else 0: NumPy's H * r[:, None] *
+ * r[None, :], rounded as it rounds, both triangles (which may differ in the last bit). X and
+ * G are the caller's buffers (GRAM_PANEL x stride and stride x stride doubles). */
+static void row_gram_of(int D, double last, const double *factors, const int32_t *others,
+                        int64_t n, double *X, double *G, double *H, double *diag)
+{
+    const int E = D + 1, stride = GRAM_STRIDE(E);
+    for (int k = 0; k < stride * stride; ++k)
+        G[k] = 0.0;
+    for (int64_t t0 = 0; t0 < n; t0 += GRAM_PANEL) {
+        const int m = (int)(n - t0 < GRAM_PANEL ? n - t0 : GRAM_PANEL);
+        for (int s = 0; s < m; ++s) {
+            double *x = X + (size_t)s * (size_t)stride;
+            const double *f = factors + (int64_t)others[t0 + s] * D;
+            for (int k = 0; k < D; ++k)
+                x[k] = f[k];
+            x[D] = last;
+            for (int k = E; k < stride; ++k)
+                x[k] = 0.0;
+        }
+        gram_panel(E, stride, m, X, G);
+    }
+    if (diag == NULL) {
+        for (int k = 0; k < E; ++k)
+            for (int l = k; l < E; ++l)
+                H[k * E + l] = H[l * E + k] = G[k * stride + l];
+        return;
+    }
+    double *inv_root = X; /* E <= GRAM_PANEL stride: the panel is done with */
+    for (int k = 0; k < E; ++k) {
+        const double h = G[k * stride + k];
+        diag[k] = h;
+        inv_root[k] = h > 0.0 ? 1.0 / sqrt(h) : 0.0;
+    }
+    for (int a = 0; a < E; ++a)
+        for (int b = 0; b < E; ++b) {
+            const double h = a <= b ? G[a * stride + b] : G[b * stride + a];
+            H[a * E + b] = (h * inv_root[a]) * inv_root[b];
+        }
 }
 
 /* Blocks are stored row stripe by row stripe (block p Q + q), so the ratings of the users of
@@ -217,39 +306,89 @@ typedef struct {
     const pymf_bpmf_model *model;
     const pymf_bpmf_data *d;
     const pymf_bpmf_params *p;
-    double *own[2], *own_bias[2]; /* [0] items' side, [1] users' (row_gram: H_item, H_user) */
+    double *own[2], *own_bias[2]; /* [0] items' side, [1] users' (row_gram: H_item, H_user;
+                                   * own_bias: the diagonals of row_correlations, or NULL) */
+    int out_of_memory;            /* row_gram: a stripe could not list its ratings by row */
 } stripe_context;
 
-/* one stripe's Gram matrices (pymf_bpmf_row_gram) */
+/* one stripe's Gram matrices (pymf_bpmf_row_gram). Adding each rating's terms to its row's
+ * matrix as the blocks list them touches a different row's (D + 1)^2 doubles at random for
+ * every rating, which misses the cache and is bound by its loads and stores; so the stripe's
+ * ratings are first listed by row (a counting sort over its blocks in turn, stable, so each
+ * row's list keeps the layout's order) and each row's matrix is then summed whole, in
+ * register tiles (row_gram_of): the same additions in the same order, so the same bits. The
+ * lists take 4 bytes a rating and 8 a row; where they cannot be had, c->out_of_memory is
+ * set. */
 static void row_gram_stripe(const stripe_task *st, void *ctx)
 {
-    const stripe_context *c = ctx;
+    stripe_context *c = ctx;
+    const pymf_bpmf_data *d = c->d;
     const int D = c->model->rank, E = D + 1;
     const double last = c->model->use_bias ? 1.0 : 0.0;
     const size_t row = (size_t)E * (size_t)E;
-    double *H = c->own[st->users_side];
-    for (size_t k = (size_t)st->first * row; k < (size_t)st->end * row; ++k)
-        H[k] = 0.0;
+    const int64_t n_rows = st->end - st->first;
+    double *H = c->own[st->users_side], *diag = c->own_bias[st->users_side];
+    const double *other_factors = st->users_side ? c->p->V : c->p->U;
+    const int32_t *other_of = st->users_side ? d->items : d->users;
+    int64_t n_ratings = 0;
     for (int o = 0; o < st->n_blocks; ++o) {
         const int s = st->first_block + o * st->block_step;
-        for (int64_t e = c->d->block_ptr[s]; e < c->d->block_ptr[s + 1]; ++e)
-            add_outer_upper(H + (size_t)stripe_row(st, c->d, e) * row,
-                            stripe_other(st, c->d, c->p, D, e), last, D);
+        n_ratings += d->block_ptr[s + 1] - d->block_ptr[s];
     }
-    for (int64_t i = st->first; i < st->end; ++i) {
-        double *Hi = H + (size_t)i * row;
-        for (int k = 0; k < E; ++k)
-            for (int l = k + 1; l < E; ++l)
-                Hi[l * E + k] = Hi[k * E + l];
+    const int stride = GRAM_STRIDE(E);
+    int64_t *list_start = calloc((size_t)n_rows + 1, sizeof *list_start);
+    int32_t *others = malloc((size_t)(n_ratings > 0 ? n_ratings : 1) * sizeof *others);
+    double *buffers = malloc(sizeof(double) * (size_t)stride * (GRAM_PANEL + (size_t)stride));
+    if (list_start == NULL || others == NULL || buffers == NULL) {
+        free(list_start);
+        free(others);
+        free(buffers);
+#pragma omp atomic write
+        c->out_of_memory = 1;
+        return;
     }
+    for (int o = 0; o < st->n_blocks; ++o) {
+        const int s = st->first_block + o * st->block_step;
+        for (int64_t e = d->block_ptr[s]; e < d->block_ptr[s + 1]; ++e)
+            ++list_start[stripe_row(st, d, e) - st->first + 1];
+    }
+    for (int64_t i = 0; i < n_rows; ++i)
+        list_start[i + 1] += list_start[i];
+    /* list_start[i] serves as row i's cursor while filling; afterwards it is row i + 1's
+     * start, so row i's list is [i ? list_start[i - 1] : 0, list_start[i]) */
+    for (int o = 0; o < st->n_blocks; ++o) {
+        const int s = st->first_block + o * st->block_step;
+        for (int64_t e = d->block_ptr[s]; e < d->block_ptr[s + 1]; ++e)
+            others[list_start[stripe_row(st, d, e) - st->first]++] = other_of[e];
+    }
+    for (int64_t i = 0; i < n_rows; ++i) {
+        const int64_t from = i ? list_start[i - 1] : 0;
+        row_gram_of(D, last, other_factors, others + from, list_start[i] - from, buffers,
+                    buffers + (size_t)GRAM_PANEL * (size_t)stride,
+                    H + (size_t)(st->first + i) * row,
+                    diag == NULL ? NULL : diag + (st->first + i) * E);
+    }
+    free(list_start);
+    free(others);
+    free(buffers);
 }
 
-void pymf_bpmf_row_gram(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
-                        const pymf_bpmf_params *p, double *H_user, double *H_item,
-                        int n_threads)
+int pymf_bpmf_row_gram(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
+                       const pymf_bpmf_params *p, double *H_user, double *H_item,
+                       int n_threads)
 {
-    stripe_context c = {model, d, p, {H_item, H_user}, {NULL, NULL}};
+    stripe_context c = {model, d, p, {H_item, H_user}, {NULL, NULL}, 0};
     for_each_stripe(d, n_threads, row_gram_stripe, &c);
+    return !c.out_of_memory;
+}
+
+int pymf_bpmf_row_correlations(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
+                               const pymf_bpmf_params *p, double *diag_user, double *R_user,
+                               double *diag_item, double *R_item, int n_threads)
+{
+    stripe_context c = {model, d, p, {R_item, R_user}, {diag_item, diag_user}, 0};
+    for_each_stripe(d, n_threads, row_gram_stripe, &c);
+    return !c.out_of_memory;
 }
 
 double pymf_bpmf_log_posterior(const pymf_bpmf_model *model, const pymf_bpmf_data *d,

@@ -82,9 +82,13 @@ cdef extern from "pymf/bpmf.h" nogil:
     void pymf_bpmf_predict(const pymf_bpmf_model *model, const pymf_bpmf_params *p, int64_t n,
                            const int32_t *users, const int32_t *items, double *out,
                            int n_threads)
-    void pymf_bpmf_row_gram(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
-                            const pymf_bpmf_params *p, double *H_user, double *H_item,
-                            int n_threads)
+    int pymf_bpmf_row_gram(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
+                           const pymf_bpmf_params *p, double *H_user, double *H_item,
+                           int n_threads)
+    int pymf_bpmf_row_correlations(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
+                                   const pymf_bpmf_params *p, double *diag_user,
+                                   double *R_user, double *diag_item, double *R_item,
+                                   int n_threads)
     double pymf_bpmf_sq_error(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
                               const pymf_bpmf_params *p, int n_threads)
     double pymf_bpmf_log_posterior(const pymf_bpmf_model *model, const pymf_bpmf_data *d,

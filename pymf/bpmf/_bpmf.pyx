@@ -241,9 +241,43 @@ def row_gram(BlockLayout layout, model, Params params, int n_threads=0):
     cdef double[:, :, ::1] hu = H_user, hi = H_item
     cdef double *pu = &hu[0, 0, 0] if hu.shape[0] > 0 else NULL
     cdef double *pi = &hi[0, 0, 0] if hi.shape[0] > 0 else NULL
+    cdef int ok
     with nogil:
-        pymf_bpmf_row_gram(&m, &layout.data, &params.p, pu, pi, n_threads)
+        ok = pymf_bpmf_row_gram(&m, &layout.data, &params.p, pu, pi, n_threads)
+    if not ok:
+        raise MemoryError("row_gram: out of memory listing a stripe's ratings by row "
+                          "(4 bytes a rating, 8 a row)")
     return H_user, H_item
+
+
+def row_correlations(BlockLayout layout, model, Params params, int n_threads=0):
+    """((diag_user, R_user), (diag_item, R_item)): row_gram's sums as each row's diagonal
+    (rows, D + 1) and correlation matrix (rows, D + 1, D + 1), R = H * r[:, None] *
+    r[None, :] with r = 1 / sqrt(diag) where diag > 0, else 0, the bits NumPy gives from
+    row_gram's H (pymf_bpmf_row_correlations)."""
+    cdef pymf_bpmf_model m
+    fill_model(&m, model)
+    cdef int E = m.rank + 1
+    if params.U.shape != (layout.n_users, m.rank) or params.V.shape != (layout.n_items, m.rank):
+        raise ValueError("the parameters do not match the layout and the rank")
+    diag_user = np.empty((layout.n_users, E))
+    diag_item = np.empty((layout.n_items, E))
+    R_user = np.empty((layout.n_users, E, E))
+    R_item = np.empty((layout.n_items, E, E))
+    cdef double[:, ::1] du = diag_user, di = diag_item
+    cdef double[:, :, ::1] ru = R_user, ri = R_item
+    cdef double *pdu = &du[0, 0] if du.shape[0] > 0 else NULL
+    cdef double *pdi = &di[0, 0] if di.shape[0] > 0 else NULL
+    cdef double *pru = &ru[0, 0, 0] if ru.shape[0] > 0 else NULL
+    cdef double *pri = &ri[0, 0, 0] if ri.shape[0] > 0 else NULL
+    cdef int ok
+    with nogil:
+        ok = pymf_bpmf_row_correlations(&m, &layout.data, &params.p, pdu, pru, pdi, pri,
+                                        n_threads)
+    if not ok:
+        raise MemoryError("row_correlations: out of memory listing a stripe's ratings by row "
+                          "(4 bytes a rating, 8 a row)")
+    return (diag_user, R_user), (diag_item, R_item)
 
 
 def predict(model, Params params, users, items, int n_threads=0):

@@ -37,7 +37,7 @@ def _rmse(sq_error, n):
 
 
 # the per-row measurement's chains side by side: at most this many bytes of their (D + 1)^2
-# matrices (about 3 arrays a chain: the sums, the correlations, eigvalsh's copy) at once
+# matrices (about 2 arrays a chain: the correlations and eigvalsh's copy) at once
 MEASURE_BYTES = 1 << 30
 _CHAIN_ARRAYS = ("U", "V", "a", "b", "lambdas")  # a DSGLD chain's state (with the round)
 
@@ -141,7 +141,7 @@ class ChainsKernel(RowStepKernel):
         info = self.row_plan
         params = [self.chain_params(c) for c in range(self.n_chains)]
         E = self.model.rank + 1
-        chain_bytes = 3 * (self.layout.c.n_users + self.layout.c.n_items) * E * E * 8
+        chain_bytes = 2 * (self.layout.c.n_users + self.layout.c.n_items) * E * E * 8
         curvs = measure_side_by_side(
             lambda p, threads: row_curvatures(self.layout.c, self.c_model, p, threads), params,
             self.n_threads or _core_info.default_threads(), chain_bytes, MEASURE_BYTES)
@@ -167,17 +167,14 @@ def row_curvatures(layout, c_model, p, n_threads=0):
     correlation matrix diag(H)^-1/2 H diag(H)^-1/2 (1 to D + 1), so that steps
     c_k <= kappa / (H_kk rho) keep the preconditioned curvature at most kappa in every
     direction (H_kk rho is what bounds coordinate k's share of the minibatch noise). 0
-    where a row has no ratings (and for the bias without biases). The sums are the C
-    core's (_bpmf.row_gram: each row's terms in the layout's order, the same bits for any
-    thread count)."""
+    where a row has no ratings (and for the bias without biases). The sums and the
+    correlation matrices are the C core's (_bpmf.row_correlations: each row's terms in the
+    layout's order, the same bits for any thread count, and the correlations NumPy would
+    compute from _bpmf.row_gram's sums); the eigenvalues are NumPy's."""
     tau = float(p.lambdas[-1])
     out = []
-    for H in _bpmf.row_gram(layout, c_model, p, n_threads):
-        diag = np.einsum("ikk->ik", H).copy()
-        inv_root = np.zeros_like(diag)
-        np.divide(1.0, np.sqrt(diag), out=inv_root, where=diag > 0)
-        R = H * inv_root[:, :, None] * inv_root[:, None, :]
-        rho = np.maximum(np.linalg.eigvalsh(R)[:, -1], 1.0) if len(H) else np.zeros(0)
+    for diag, R in _bpmf.row_correlations(layout, c_model, p, n_threads):
+        rho = np.maximum(np.linalg.eigvalsh(R)[:, -1], 1.0) if len(R) else np.zeros(0)
         out.append((tau * diag, rho))
     return out[0], out[1]
 

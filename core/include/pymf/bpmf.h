@@ -133,10 +133,18 @@ int pymf_bpmf_sq_errors(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
  * both triangles filled; rows without ratings get 0. tau's factor is the caller's. Each row's
  * terms are added one by one in the layout's order (a product, then a sum: the order and
  * roundings of np.bincount over the layout's ratings), one row or column stripe per thread:
- * the same bits for any thread count. */
-void pymf_bpmf_row_gram(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
-                        const pymf_bpmf_params *p, double *H_user, double *H_item,
-                        int n_threads);
+ * the same bits for any thread count. Returns 0 if out of memory (the lists of a stripe's
+ * ratings by row: 4 bytes a rating, 8 a row), else 1. */
+int pymf_bpmf_row_gram(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
+                       const pymf_bpmf_params *p, double *H_user, double *H_item,
+                       int n_threads);
+/* The same sums as each row's diagonal diag (D + 1 doubles a row) and correlation matrix
+ * R[a][b] = (H[a][b] r_a) r_b, r = 1 / sqrt(diag) where diag > 0, else 0 (both triangles,
+ * rounded as NumPy rounds H * r[:, None] * r[None, :]): what the per-row step bound needs,
+ * without the Gram matrices. Returns 0 if out of memory, else 1. */
+int pymf_bpmf_row_correlations(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
+                               const pymf_bpmf_params *p, double *diag_user, double *R_user,
+                               double *diag_item, double *R_item, int n_threads);
 /* Log posterior of (U, V, a, b) given the precisions, up to a constant, and its gradient
  * (each out array may be NULL). */
 double pymf_bpmf_log_posterior(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
