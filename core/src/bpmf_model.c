@@ -150,7 +150,10 @@ double pymf_bpmf_sq_error(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
  * then zeros to a whole number of GRAM_LANES-double vectors), into an accumulator of E x stride
  * doubles held in registers a tile at a time. */
 #define GRAM_PANEL 128
-#define GRAM_LANES 4 /* one AVX2 register (half an AVX-512 one: AMD's AVX2-only cores too) */
+/* 4 doubles, one AVX2 register: 8-wide vectors spilled their accumulators on a CPU without
+ * AVX-512 (an AMD EPYC: 6x slower than the scalar code); the AVX-512 clone runs the same
+ * 4-wide tiles */
+#define GRAM_LANES 4
 #define GRAM_STRIDE(E) (((E) + GRAM_LANES - 1) / GRAM_LANES * GRAM_LANES)
 
 typedef double gram_vec __attribute__((vector_size(8 * GRAM_LANES)));
