@@ -637,8 +637,8 @@ def numerics_class():
     schedule, np.exp, np.log1p, ...) use Intel's SVML where the CPU has AVX512_SKX and the C
     library's functions elsewhere, and OpenBLAS picks its kernels (products, norms, QR) by
     the same generation, so their last bits differ between an AVX-512 machine (an Intel
-    Xeon, AMD Zen 4) and an AVX2 one (an AMD EPYC without AVX-512). Within a class the
-    chains are the same bits, for any thread count, after a resume and under MPI."""
+    Xeon, AMD Zen 4) and an AVX2 one (an AMD EPYC without AVX-512). The machines of one
+    class seen so far gave the same bits."""
     try:
         from numpy._core._multiarray_umath import __cpu_features__ as features
     except ImportError:  # NumPy 1.x
