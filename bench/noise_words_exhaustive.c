@@ -18,23 +18,49 @@
 #include <stdio.h>
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(PYMF_NO_CLONES)
+/* differing + the lanes whose fused pair z[half][0 or 1][j] is not pymf_box_muller of their
+ * words a[lane], b[lane], lane = lanes[half][j] (per_half outputs a half); prints the first
+ * few */
+static long count_differing(const uint32_t *a, const uint32_t *b, const int lanes[2][8],
+                            int per_half, double z[2][2][8], long differing)
+{
+    for (int half = 0; half < 2; ++half)
+        for (int j = 0; j < per_half; ++j) {
+            const int lane = lanes[half][j];
+            double z0, z1;
+            pymf_box_muller(a[lane], b[lane], &z0, &z1);
+            if (memcmp(&z0, &z[half][0][j], sizeof z0) != 0 ||
+                memcmp(&z1, &z[half][1][j], sizeof z1) != 0) {
+                if (differing < 5)
+                    printf("differs: a = %u, b = %u\n", a[lane], b[lane]);
+                ++differing;
+            }
+        }
+    return differing;
+}
+
+/* word a (or b) of pair i of the sweep from `first`: the word itself, the other a mix */
+static void sweep_words(uint64_t first, int n, int sweep_b, uint32_t *a, uint32_t *b)
+{
+    for (int i = 0; i < n; ++i) {
+        const uint32_t word = (uint32_t)(first + (uint64_t)i);
+        const uint32_t mix = word * 2654435761u ^ (word >> 7);
+        a[i] = sweep_b ? mix : word;
+        b[i] = sweep_b ? word : mix;
+    }
+}
+
 __attribute__((target("avx512f,avx512bw"))) static long differing_pairs(int sweep_b)
 {
     const log_tables_avx512 tables = {
         _mm512_loadu_pd(pymf_log_inverse_c), _mm512_loadu_pd(pymf_log_inverse_c + 8),
         _mm512_loadu_pd(pymf_log_minus_2_log_c), _mm512_loadu_pd(pymf_log_minus_2_log_c + 8)};
     /* box_muller16_avx512's halves: lanes of these counters, in this order */
-    static const int low_lanes[8] = {0, 1, 4, 5, 8, 9, 12, 13};
-    static const int high_lanes[8] = {2, 3, 6, 7, 10, 11, 14, 15};
+    static const int lanes[2][8] = {{0, 1, 4, 5, 8, 9, 12, 13}, {2, 3, 6, 7, 10, 11, 14, 15}};
     long differing = 0;
     for (uint64_t first = 0; first < (1ull << 32); first += 16) {
         uint32_t a[16], b[16];
-        for (int i = 0; i < 16; ++i) {
-            const uint32_t word = (uint32_t)(first + (uint64_t)i);
-            const uint32_t mix = word * 2654435761u ^ (word >> 7);
-            a[i] = sweep_b ? mix : word;
-            b[i] = sweep_b ? word : mix;
-        }
+        sweep_words(first, 16, sweep_b, a, b);
         __m512d low[2], high[2];
         box_muller16_avx512(_mm512_loadu_si512(a), _mm512_loadu_si512(b), &tables, low, high);
         double z[2][2][8];
@@ -42,18 +68,7 @@ __attribute__((target("avx512f,avx512bw"))) static long differing_pairs(int swee
         _mm512_storeu_pd(z[0][1], low[1]);
         _mm512_storeu_pd(z[1][0], high[0]);
         _mm512_storeu_pd(z[1][1], high[1]);
-        for (int half = 0; half < 2; ++half)
-            for (int j = 0; j < 8; ++j) {
-                const int lane = half ? high_lanes[j] : low_lanes[j];
-                double z0, z1;
-                pymf_box_muller(a[lane], b[lane], &z0, &z1);
-                if (memcmp(&z0, &z[half][0][j], sizeof z0) != 0 ||
-                    memcmp(&z1, &z[half][1][j], sizeof z1) != 0) {
-                    if (differing < 5)
-                        printf("differs: a = %u, b = %u\n", a[lane], b[lane]);
-                    ++differing;
-                }
-            }
+        differing = count_differing(a, b, lanes, 8, z, differing);
     }
     return differing;
 }
@@ -62,37 +77,20 @@ __attribute__((target("avx512f,avx512bw"))) static long differing_pairs(int swee
  * 2, 3, 6, 7 */
 __attribute__((target("avx2,fma"))) static long differing_pairs_avx2(int sweep_b)
 {
-    static const int low_lanes[4] = {0, 1, 4, 5};
-    static const int high_lanes[4] = {2, 3, 6, 7};
+    static const int lanes[2][8] = {{0, 1, 4, 5}, {2, 3, 6, 7}};
     long differing = 0;
     for (uint64_t first = 0; first < (1ull << 32); first += 8) {
         uint32_t a[8], b[8];
-        for (int i = 0; i < 8; ++i) {
-            const uint32_t word = (uint32_t)(first + (uint64_t)i);
-            const uint32_t mix = word * 2654435761u ^ (word >> 7);
-            a[i] = sweep_b ? mix : word;
-            b[i] = sweep_b ? word : mix;
-        }
+        sweep_words(first, 8, sweep_b, a, b);
         __m256d low[2], high[2];
         box_muller8_avx2(_mm256_loadu_si256((const __m256i *)a),
                          _mm256_loadu_si256((const __m256i *)b), low, high);
-        double z[2][2][4];
+        double z[2][2][8];
         _mm256_storeu_pd(z[0][0], low[0]);
         _mm256_storeu_pd(z[0][1], low[1]);
         _mm256_storeu_pd(z[1][0], high[0]);
         _mm256_storeu_pd(z[1][1], high[1]);
-        for (int half = 0; half < 2; ++half)
-            for (int j = 0; j < 4; ++j) {
-                const int lane = half ? high_lanes[j] : low_lanes[j];
-                double z0, z1;
-                pymf_box_muller(a[lane], b[lane], &z0, &z1);
-                if (memcmp(&z0, &z[half][0][j], sizeof z0) != 0 ||
-                    memcmp(&z1, &z[half][1][j], sizeof z1) != 0) {
-                    if (differing < 5)
-                        printf("differs: a = %u, b = %u\n", a[lane], b[lane]);
-                    ++differing;
-                }
-            }
+        differing = count_differing(a, b, lanes, 4, z, differing);
     }
     return differing;
 }

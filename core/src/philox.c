@@ -239,6 +239,70 @@ typedef struct {
 
 #define EXPONENT_FIELD(e) ((long long)(e) << 52)
 
+/* The rounded arithmetic that the AVX-512 and AVX2 transforms share, written once for both
+ * widths (W = 512 or 256) so that they cannot drift apart: every product, sum and fma of
+ * pymf_minus_2_log_reduced and pymf_box_muller_rotate, in their order, with their
+ * constants. */
+#define BM_SET(W, x) _mm##W##_set1_pd(x)
+#define BM_FMA(W, a, b, c) _mm##W##_fmadd_pd(a, b, c)
+#define BM_MUL(W, a, b) _mm##W##_mul_pd(a, b)
+
+/* square_radius = -2 log u from m (u's mantissa as a double in [1, 2)), its interval's
+ * constants and u's exponent as a double */
+#define BM_SQUARE_RADIUS(W, m, inverse_c, minus_2_log_c, exponent, square_radius)           \
+    do {                                                                                     \
+        const __m##W##d r_ = BM_FMA(W, m, inverse_c, BM_SET(W, -1.0));                     \
+        const __m##W##d r2_ = BM_MUL(W, r_, r_);                                             \
+        const __m##W##d p_ = BM_FMA(                                                         \
+            W,                                                                               \
+            BM_FMA(W, BM_SET(W, 0.22535547070136794), r_, BM_SET(W, -0.2852807523429813)),   \
+            BM_MUL(W, r2_, r2_),                                                             \
+            BM_FMA(W,                                                                        \
+                   BM_FMA(W, BM_SET(W, 0.33336853848956083), r_,                             \
+                          BM_SET(W, -0.40000097204103835)),                                  \
+                   r2_,                                                                      \
+                   BM_FMA(W, BM_SET(W, 0.49999998770775955), r_,                             \
+                          BM_SET(W, -0.6666666663370293))));                                 \
+        const __m##W##d minus_2_log1p_r_ = BM_FMA(W, BM_FMA(W, p_, r_, BM_SET(W, 1.0)), r2_, \
+                                                  BM_MUL(W, BM_SET(W, -2.0), r_));           \
+        square_radius = _mm##W##_add_pd(                                                     \
+            BM_FMA(W, exponent, BM_SET(W, -1.3862943611198906), minus_2_log_c),              \
+            minus_2_log1p_r_);                                                               \
+    } while (0)
+
+#define BM_SET_I64(W, x) BM_SET_I64_##W(x)
+#define BM_SET_I64_512(x) _mm512_set1_epi64(x)
+#define BM_SET_I64_256(x) _mm256_set1_epi64x(x)
+
+/* signed_t = t with odd n's sign flip, from angle_bits = 2^52 + 2 f + 1 (box_muller_avx512's
+ * comment), t2 = t^2, then the polynomials of t2 (BM_SIN_COS) */
+#define BM_ANGLE(W, angle_bits, signed_t, t2, s, c)                                          \
+    do {                                                                                     \
+        const __m##W##d twice_t_scaled_ =                                                    \
+            _mm##W##_sub_pd(_mm##W##_castsi##W##_pd(angle_bits),                             \
+                            BM_SET(W, 4503599627370496.0 + 1073741824.0));                   \
+        signed_t = _mm##W##_castsi##W##_pd(_mm##W##_sub_epi64(                               \
+            _mm##W##_castpd_si##W(twice_t_scaled_), BM_SET_I64(W, EXPONENT_FIELD(31))));     \
+        t2 = BM_MUL(W, signed_t, signed_t);                                                  \
+        BM_SIN_COS(W, t2, s, c);                                                             \
+    } while (0)
+
+/* s and c, the sin and cos polynomials of t2 (Horner, each step one fma) */
+#define BM_SIN_COS(W, t2, s, c)                                                              \
+    do {                                                                                     \
+        s = BM_SET(W, -3.556381664733624e-06);                                               \
+        s = BM_FMA(W, s, t2, BM_SET(W, 0.00016042926595779118));                             \
+        s = BM_FMA(W, s, t2, BM_SET(W, -0.0046817525926455324));                             \
+        s = BM_FMA(W, s, t2, BM_SET(W, 0.07969262615597134));                                \
+        s = BM_FMA(W, s, t2, BM_SET(W, -0.645964097504324));                                 \
+        s = BM_FMA(W, s, t2, BM_SET(W, 1.570796326794892));                                  \
+        c = BM_SET(W, -2.4857074310015385e-05);                                              \
+        c = BM_FMA(W, c, t2, BM_SET(W, 0.0009191659062464877));                              \
+        c = BM_FMA(W, c, t2, BM_SET(W, -0.02086346903304004));                               \
+        c = BM_FMA(W, c, t2, BM_SET(W, 0.25366950726448945));                                \
+        c = BM_FMA(W, c, t2, BM_SET(W, -1.2337005501249476));                                \
+    } while (0)
+
 /* z0, z1 of pymf_box_muller for 8 word pairs: with_exponent_a holds 2^52 + a's bits,
  * angle_bits 2^52 + 2 f + 1 (f above, complemented for odd n), n_bits n's bit 1 in bit 63
  * and its bit 0 in bit 62 */
@@ -267,39 +331,11 @@ box_muller_avx512(__m512i with_exponent_a, __m512i angle_bits, __m512i n_bits,
     const __m512d m = _mm512_castsi512_pd(_mm512_ternarylogic_epi64(
         bits, _mm512_set1_epi64(0x000FFFFFFFFFFFFFll), _mm512_set1_epi64(0x3FF0000000000000ll),
         0xEA));
-    const __m512d r = _mm512_fmadd_pd(m, inverse_c, _mm512_set1_pd(-1.0));
-    const __m512d r2 = _mm512_mul_pd(r, r);
-    const __m512d p = _mm512_fmadd_pd(
-        _mm512_fmadd_pd(_mm512_set1_pd(0.22535547070136794), r,
-                        _mm512_set1_pd(-0.2852807523429813)),
-        _mm512_mul_pd(r2, r2),
-        _mm512_fmadd_pd(_mm512_fmadd_pd(_mm512_set1_pd(0.33336853848956083), r,
-                                        _mm512_set1_pd(-0.40000097204103835)),
-                        r2,
-                        _mm512_fmadd_pd(_mm512_set1_pd(0.49999998770775955), r,
-                                        _mm512_set1_pd(-0.6666666663370293))));
-    const __m512d minus_2_log1p_r = _mm512_fmadd_pd(_mm512_fmadd_pd(p, r, one), r2,
-                                                    _mm512_mul_pd(_mm512_set1_pd(-2.0), r));
-    const __m512d square_radius = _mm512_add_pd(
-        _mm512_fmadd_pd(exponent, _mm512_set1_pd(-1.3862943611198906), minus_2_log_c),
-        minus_2_log1p_r);
+    __m512d square_radius;
+    BM_SQUARE_RADIUS(512, m, inverse_c, minus_2_log_c, exponent, square_radius);
     /* pymf_box_muller_rotate(square_radius, b): t with odd n's sign flip already in it */
-    const __m512d twice_t_scaled = _mm512_sub_pd(_mm512_castsi512_pd(angle_bits),
-                                                 _mm512_set1_pd(4503599627370496.0 + 1073741824.0));
-    const __m512d signed_t = _mm512_castsi512_pd(_mm512_sub_epi64(
-        _mm512_castpd_si512(twice_t_scaled), _mm512_set1_epi64(EXPONENT_FIELD(31))));
-    const __m512d t2 = _mm512_mul_pd(signed_t, signed_t);
-    __m512d s = _mm512_set1_pd(-3.556381664733624e-06);
-    s = _mm512_fmadd_pd(s, t2, _mm512_set1_pd(0.00016042926595779118));
-    s = _mm512_fmadd_pd(s, t2, _mm512_set1_pd(-0.0046817525926455324));
-    s = _mm512_fmadd_pd(s, t2, _mm512_set1_pd(0.07969262615597134));
-    s = _mm512_fmadd_pd(s, t2, _mm512_set1_pd(-0.645964097504324));
-    s = _mm512_fmadd_pd(s, t2, _mm512_set1_pd(1.570796326794892));
-    __m512d c = _mm512_set1_pd(-2.4857074310015385e-05);
-    c = _mm512_fmadd_pd(c, t2, _mm512_set1_pd(0.0009191659062464877));
-    c = _mm512_fmadd_pd(c, t2, _mm512_set1_pd(-0.02086346903304004));
-    c = _mm512_fmadd_pd(c, t2, _mm512_set1_pd(0.25366950726448945));
-    c = _mm512_fmadd_pd(c, t2, _mm512_set1_pd(-1.2337005501249476));
+    __m512d signed_t, t2, s, c;
+    BM_ANGLE(512, angle_bits, signed_t, t2, s, c);
     /* pymf_flip_sign(sqrt, n << 62): 0x78 is the truth table of x ^ (y & z) */
     const __m512d radius = _mm512_castsi512_pd(_mm512_ternarylogic_epi64(
         _mm512_castpd_si512(_mm512_sqrt_pd(square_radius)), n_bits,
@@ -358,19 +394,27 @@ box_muller16_avx512(__m512i a, __m512i b, const log_tables_avx512 *tables, __m51
                       _mm512_unpackhi_epi32(x, x), tables, &z_high[0], &z_high[1]);
 }
 
+/* Philox's ten rounds on one vector of counters (a, b, t_lo, tag) into words[0 .. 3] (in
+ * scope: a, b, t_lo, tag, k0, k1, words) */
+#define PHILOX_WORDS(width, prefix)                                                          \
+    do {                                                                                     \
+        const __m##width##i m0 = prefix##_set1_epi32((int)PYMF_PHILOX_M0);                  \
+        const __m##width##i m1 = prefix##_set1_epi32((int)PYMF_PHILOX_M1);                  \
+        __m##width##i c = prefix##_set1_epi32((int)t_lo), d = prefix##_set1_epi32((int)tag); \
+        PHILOX_TEN_ROUNDS(width, prefix,                                                     \
+                          PHILOX_ROUND(width, a, b, c, d, m0, m1, key0v, key1v));            \
+        words[0] = a;                                                                        \
+        words[1] = b;                                                                        \
+        words[2] = c;                                                                        \
+        words[3] = d;                                                                        \
+    } while (0)
+
 /* Philox's ten rounds on 16 counters (a, b, t_lo, tag): words[0 .. 3] */
 __attribute__((target("avx512f"), always_inline)) static inline void
 philox16_avx512(__m512i a, __m512i b, uint32_t t_lo, uint32_t tag, uint32_t k0, uint32_t k1,
                 __m512i words[4])
 {
-    const __m512i m0 = _mm512_set1_epi32((int)PYMF_PHILOX_M0);
-    const __m512i m1 = _mm512_set1_epi32((int)PYMF_PHILOX_M1);
-    __m512i c = _mm512_set1_epi32((int)t_lo), d = _mm512_set1_epi32((int)tag);
-    PHILOX_TEN_ROUNDS(512, _mm512, PHILOX_ROUND(512, a, b, c, d, m0, m1, key0v, key1v));
-    words[0] = a;
-    words[1] = b;
-    words[2] = c;
-    words[3] = d;
+    PHILOX_WORDS(512, _mm512);
 }
 
 /* Both Box-Muller pairs of 16 counters' words: 64 doubles into out in counter order */
@@ -423,6 +467,34 @@ counters16_avx512(const noise_counters *counters, uint32_t first, uint32_t n, __
     }
 }
 
+/* The loop of noise_lanes_avx512 and noise_lanes_avx2 (in scope: counters, n, t_lo, tag, k0,
+ * k1, out), for `lanes` counters a vector: each pass runs Philox for the next counters
+ * (counters_of, philox_of) before Box-Muller of the current ones (gaussians_into(words,
+ * dst), 4 lanes doubles), the last n % lanes through a local block of which only theirs are
+ * copied */
+#define NOISE_PIPELINE(vec, lanes, counters_of, philox_of, gaussians_into)                  \
+    do {                                                                                     \
+        vec words[4], c0v, c1v;                                                              \
+        counters_of(counters, 0, n, &c0v, &c1v);                                             \
+        philox_of(c0v, c1v, t_lo, tag, k0, k1, words);                                       \
+        for (uint32_t l = 0; l < n; l += (lanes)) {                                          \
+            vec next[4] = {words[0], words[1], words[2], words[3]}; /* unused on the last */ \
+            if (n - l > (lanes)) {                                                           \
+                counters_of(counters, l + (lanes), n, &c0v, &c1v);                           \
+                philox_of(c0v, c1v, t_lo, tag, k0, k1, next);                                \
+            }                                                                                \
+            if (n - l >= (lanes)) {                                                          \
+                gaussians_into(words, out + 4 * (size_t)l);                                  \
+            } else {                                                                         \
+                double block[4 * (lanes)];                                                   \
+                gaussians_into(words, block);                                                \
+                memcpy(out + 4 * (size_t)l, block, sizeof(double) * 4 * (size_t)(n - l));    \
+            }                                                                                \
+            for (int i = 0; i < 4; ++i)                                                      \
+                words[i] = next[i];                                                          \
+        }                                                                                    \
+    } while (0)
+
 /* The noise of n counters (words 0 and 1 from `counters`, t_lo, tag) under key (k0, k1):
  * out[4 l + i] is Gaussian i of counter l, as box_muller_lanes of philox_lanes' words would
  * give. Each pass of the loop runs Philox for the next 16 counters before Box-Muller for
@@ -437,25 +509,9 @@ noise_lanes_avx512(const noise_counters *counters, uint32_t n, uint32_t t_lo, ui
     const log_tables_avx512 tables = {
         _mm512_loadu_pd(pymf_log_inverse_c), _mm512_loadu_pd(pymf_log_inverse_c + 8),
         _mm512_loadu_pd(pymf_log_minus_2_log_c), _mm512_loadu_pd(pymf_log_minus_2_log_c + 8)};
-    __m512i words[4], c0v, c1v;
-    counters16_avx512(counters, 0, n, &c0v, &c1v);
-    philox16_avx512(c0v, c1v, t_lo, tag, k0, k1, words);
-    for (uint32_t l = 0; l < n; l += 16) {
-        __m512i next[4] = {words[0], words[1], words[2], words[3]}; /* unused on the last */
-        if (n - l > 16) {
-            counters16_avx512(counters, l + 16, n, &c0v, &c1v);
-            philox16_avx512(c0v, c1v, t_lo, tag, k0, k1, next);
-        }
-        if (n - l >= 16) {
-            gaussians16_avx512(words, &tables, out + 4 * (size_t)l);
-        } else {
-            double block[64];
-            gaussians16_avx512(words, &tables, block);
-            memcpy(out + 4 * (size_t)l, block, sizeof(double) * 4 * (size_t)(n - l));
-        }
-        for (int i = 0; i < 4; ++i)
-            words[i] = next[i];
-    }
+#define GAUSSIANS16(words, dst) gaussians16_avx512(words, &tables, dst)
+    NOISE_PIPELINE(__m512i, 16, counters16_avx512, philox16_avx512, GAUSSIANS16);
+#undef GAUSSIANS16
 }
 
 /* AVX2 + FMA (CPUs without AVX-512, such as AMD's Zen 2 and 3): noise_lanes_avx512's whole
@@ -492,38 +548,10 @@ AVX2_INLINE void box_muller_avx2(__m256i with_exponent_a, __m256i angle_bits, __
     const __m256d m = _mm256_castsi256_pd(
         _mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi64x(0x000FFFFFFFFFFFFFll)),
                         _mm256_set1_epi64x(0x3FF0000000000000ll)));
-    const __m256d r = _mm256_fmadd_pd(m, inverse_c, _mm256_set1_pd(-1.0));
-    const __m256d r2 = _mm256_mul_pd(r, r);
-    const __m256d p = _mm256_fmadd_pd(
-        _mm256_fmadd_pd(_mm256_set1_pd(0.22535547070136794), r,
-                        _mm256_set1_pd(-0.2852807523429813)),
-        _mm256_mul_pd(r2, r2),
-        _mm256_fmadd_pd(_mm256_fmadd_pd(_mm256_set1_pd(0.33336853848956083), r,
-                                        _mm256_set1_pd(-0.40000097204103835)),
-                        r2,
-                        _mm256_fmadd_pd(_mm256_set1_pd(0.49999998770775955), r,
-                                        _mm256_set1_pd(-0.6666666663370293))));
-    const __m256d minus_2_log1p_r = _mm256_fmadd_pd(_mm256_fmadd_pd(p, r, one), r2,
-                                                    _mm256_mul_pd(_mm256_set1_pd(-2.0), r));
-    const __m256d square_radius = _mm256_add_pd(
-        _mm256_fmadd_pd(exponent, _mm256_set1_pd(-1.3862943611198906), minus_2_log_c),
-        minus_2_log1p_r);
-    const __m256d twice_t_scaled = _mm256_sub_pd(_mm256_castsi256_pd(angle_bits),
-                                                 _mm256_set1_pd(4503599627370496.0 + 1073741824.0));
-    const __m256d signed_t = _mm256_castsi256_pd(_mm256_sub_epi64(
-        _mm256_castpd_si256(twice_t_scaled), _mm256_set1_epi64x(EXPONENT_FIELD(31))));
-    const __m256d t2 = _mm256_mul_pd(signed_t, signed_t);
-    __m256d s = _mm256_set1_pd(-3.556381664733624e-06);
-    s = _mm256_fmadd_pd(s, t2, _mm256_set1_pd(0.00016042926595779118));
-    s = _mm256_fmadd_pd(s, t2, _mm256_set1_pd(-0.0046817525926455324));
-    s = _mm256_fmadd_pd(s, t2, _mm256_set1_pd(0.07969262615597134));
-    s = _mm256_fmadd_pd(s, t2, _mm256_set1_pd(-0.645964097504324));
-    s = _mm256_fmadd_pd(s, t2, _mm256_set1_pd(1.570796326794892));
-    __m256d c = _mm256_set1_pd(-2.4857074310015385e-05);
-    c = _mm256_fmadd_pd(c, t2, _mm256_set1_pd(0.0009191659062464877));
-    c = _mm256_fmadd_pd(c, t2, _mm256_set1_pd(-0.02086346903304004));
-    c = _mm256_fmadd_pd(c, t2, _mm256_set1_pd(0.25366950726448945));
-    c = _mm256_fmadd_pd(c, t2, _mm256_set1_pd(-1.2337005501249476));
+    __m256d square_radius;
+    BM_SQUARE_RADIUS(256, m, inverse_c, minus_2_log_c, exponent, square_radius);
+    __m256d signed_t, t2, s, c;
+    BM_ANGLE(256, angle_bits, signed_t, t2, s, c);
     /* pymf_flip_sign(sqrt, n << 62): n's bit 1 is bit 63 of n_bits */
     const __m256d radius = _mm256_castsi256_pd(_mm256_xor_si256(
         _mm256_castpd_si256(_mm256_sqrt_pd(square_radius)),
@@ -574,14 +602,7 @@ AVX2_INLINE void store_interleaved_avx2(__m256d z0, __m256d z1, __m256d z2, __m2
 AVX2_INLINE void philox8_avx2(__m256i a, __m256i b, uint32_t t_lo, uint32_t tag, uint32_t k0,
                               uint32_t k1, __m256i words[4])
 {
-    const __m256i m0 = _mm256_set1_epi32((int)PYMF_PHILOX_M0);
-    const __m256i m1 = _mm256_set1_epi32((int)PYMF_PHILOX_M1);
-    __m256i c = _mm256_set1_epi32((int)t_lo), d = _mm256_set1_epi32((int)tag);
-    PHILOX_TEN_ROUNDS(256, _mm256, PHILOX_ROUND(256, a, b, c, d, m0, m1, key0v, key1v));
-    words[0] = a;
-    words[1] = b;
-    words[2] = c;
-    words[3] = d;
+    PHILOX_WORDS(256, _mm256);
 }
 
 /* Both Box-Muller pairs of 8 counters' words: 32 doubles into out in counter order */
@@ -628,25 +649,7 @@ __attribute__((target("avx2,fma"))) static void
 noise_lanes_avx2(const noise_counters *counters, uint32_t n, uint32_t t_lo, uint32_t tag,
                  uint32_t k0, uint32_t k1, double *out)
 {
-    __m256i words[4], c0v, c1v;
-    counters8_avx2(counters, 0, n, &c0v, &c1v);
-    philox8_avx2(c0v, c1v, t_lo, tag, k0, k1, words);
-    for (uint32_t l = 0; l < n; l += 8) {
-        __m256i next[4] = {words[0], words[1], words[2], words[3]}; /* unused on the last */
-        if (n - l > 8) {
-            counters8_avx2(counters, l + 8, n, &c0v, &c1v);
-            philox8_avx2(c0v, c1v, t_lo, tag, k0, k1, next);
-        }
-        if (n - l >= 8) {
-            gaussians8_avx2(words, out + 4 * (size_t)l);
-        } else {
-            double block[32];
-            gaussians8_avx2(words, block);
-            memcpy(out + 4 * (size_t)l, block, sizeof(double) * 4 * (size_t)(n - l));
-        }
-        for (int i = 0; i < 4; ++i)
-            words[i] = next[i];
-    }
+    NOISE_PIPELINE(__m256i, 8, counters8_avx2, philox8_avx2, gaussians8_avx2);
 }
 #endif
 
