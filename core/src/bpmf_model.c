@@ -212,7 +212,8 @@ static void gram_panel(int E, int stride, int n, const double *X, double *G)
  * (not NULL): diag = H's diagonal and, in H's place, its correlation matrix R[a][b] =
  * (H[a][b] r_a) r_b, r = 1 / sqrt(diag) where diag > 0, else 0: NumPy's H * r[:, None] *
  * r[None, :], rounded as it rounds, both triangles (which may differ in the last bit). X and
- * G are the caller's buffers (GRAM_PANEL x stride and stride x stride doubles). */
+ * G are the caller's buffers (GRAM_PANEL x stride doubles, zero in the columns from E on,
+ * and stride x stride doubles). */
 static void row_gram_of(int D, double last, const double *factors, const int32_t *others,
                         int64_t n, double *X, double *G, double *H, double *diag)
 {
@@ -226,9 +227,7 @@ static void row_gram_of(int D, double last, const double *factors, const int32_t
             const double *f = factors + (int64_t)others[t0 + s] * D;
             for (int k = 0; k < D; ++k)
                 x[k] = f[k];
-            x[D] = last;
-            for (int k = E; k < stride; ++k)
-                x[k] = 0.0;
+            x[D] = last; /* x[E .. stride) stay the zeros the buffer was allocated with */
         }
         gram_panel(E, stride, m, X, G);
     }
@@ -341,7 +340,7 @@ static void row_gram_stripe(const stripe_task *st, void *ctx)
     const int stride = GRAM_STRIDE(E);
     int64_t *list_start = calloc((size_t)n_rows + 1, sizeof *list_start);
     int32_t *others = malloc((size_t)(n_ratings > 0 ? n_ratings : 1) * sizeof *others);
-    double *buffers = malloc(sizeof(double) * (size_t)stride * (GRAM_PANEL + (size_t)stride));
+    double *buffers = calloc((size_t)stride * (GRAM_PANEL + (size_t)stride), sizeof(double));
     if (list_start == NULL || others == NULL || buffers == NULL) {
         free(list_start);
         free(others);

@@ -186,12 +186,24 @@ def log_posterior(BlockLayout layout, model, Params params):
     return lp, gU, gV, ga, gb
 
 
+cdef _check_shapes(BlockLayout layout, int rank, Params params):
+    if params.U.shape != (layout.n_users, rank) or params.V.shape != (layout.n_items, rank):
+        raise ValueError("the parameters do not match the layout and the rank")
+
+
+cdef _check_row_lists(int ok, name):
+    """row_gram's and row_correlations' status: 0 when a stripe's lists of its ratings by
+    row could not be allocated."""
+    if not ok:
+        raise MemoryError(f"{name}: out of memory listing a stripe's ratings by row "
+                          "(4 bytes a rating, 8 a row)")
+
+
 def log_posterior_gradient(BlockLayout layout, model, Params params, int n_threads=0):
     """(gU, gV, ga, gb): log_posterior's gradient, bit for bit, on n_threads threads."""
     cdef pymf_bpmf_model m
     fill_model(&m, model)
-    if params.U.shape != (layout.n_users, m.rank) or params.V.shape != (layout.n_items, m.rank):
-        raise ValueError("the parameters do not match the layout and the rank")
+    _check_shapes(layout, m.rank, params)
     gU = np.empty_like(params.U)
     gV = np.empty_like(params.V)
     ga = np.empty_like(params.a)
@@ -234,8 +246,7 @@ def row_gram(BlockLayout layout, model, Params params, int n_threads=0):
     cdef pymf_bpmf_model m
     fill_model(&m, model)
     cdef int E = m.rank + 1
-    if params.U.shape != (layout.n_users, m.rank) or params.V.shape != (layout.n_items, m.rank):
-        raise ValueError("the parameters do not match the layout and the rank")
+    _check_shapes(layout, m.rank, params)
     H_user = np.empty((layout.n_users, E, E))
     H_item = np.empty((layout.n_items, E, E))
     cdef double[:, :, ::1] hu = H_user, hi = H_item
@@ -244,9 +255,7 @@ def row_gram(BlockLayout layout, model, Params params, int n_threads=0):
     cdef int ok
     with nogil:
         ok = pymf_bpmf_row_gram(&m, &layout.data, &params.p, pu, pi, n_threads)
-    if not ok:
-        raise MemoryError("row_gram: out of memory listing a stripe's ratings by row "
-                          "(4 bytes a rating, 8 a row)")
+    _check_row_lists(ok, "row_gram")
     return H_user, H_item
 
 
@@ -258,8 +267,7 @@ def row_correlations(BlockLayout layout, model, Params params, int n_threads=0):
     cdef pymf_bpmf_model m
     fill_model(&m, model)
     cdef int E = m.rank + 1
-    if params.U.shape != (layout.n_users, m.rank) or params.V.shape != (layout.n_items, m.rank):
-        raise ValueError("the parameters do not match the layout and the rank")
+    _check_shapes(layout, m.rank, params)
     diag_user = np.empty((layout.n_users, E))
     diag_item = np.empty((layout.n_items, E))
     R_user = np.empty((layout.n_users, E, E))
@@ -274,9 +282,7 @@ def row_correlations(BlockLayout layout, model, Params params, int n_threads=0):
     with nogil:
         ok = pymf_bpmf_row_correlations(&m, &layout.data, &params.p, pdu, pru, pdi, pri,
                                         n_threads)
-    if not ok:
-        raise MemoryError("row_correlations: out of memory listing a stripe's ratings by row "
-                          "(4 bytes a rating, 8 a row)")
+    _check_row_lists(ok, "row_correlations")
     return (diag_user, R_user), (diag_item, R_item)
 
 
