@@ -26,7 +26,8 @@ typedef double vec4 __attribute__((vector_size(32)));
 typedef double vec4_unaligned __attribute__((vector_size(32), aligned(8), may_alias));
 typedef double vec8 __attribute__((vector_size(64)));
 typedef double vec8_unaligned __attribute__((vector_size(64), aligned(8), may_alias));
-typedef long long lanes8 __attribute__((vector_size(64)));  /* a shuffle's lane numbers */
+typedef long long lanes4 __attribute__((vector_size(32)));  /* a shuffle's lane numbers */
+typedef long long lanes8 __attribute__((vector_size(64)));
 
 /* 8-wide (AVX-512) and 4-wide AVX2 + FMA tiles where GCC builds clones for x86-64 (the
  * condition of PYMF_VECTOR_CLONES); the portable 4-wide tiles always */

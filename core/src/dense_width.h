@@ -20,6 +20,7 @@
 #if DENSE_LANES == 4 && defined(DENSE_PORTABLE)
 #define DENSE_VEC vec4
 #define DENSE_VEC_UNALIGNED vec4_unaligned
+#define DENSE_LANE_INDEX lanes4
 #define DENSE_MU_VECS 2
 #define DENSE_OUTS 2
 #define DENSE_NAME(x) x##_w4p
@@ -31,6 +32,7 @@
 #endif
 #define DENSE_VEC vec4
 #define DENSE_VEC_UNALIGNED vec4_unaligned
+#define DENSE_LANE_INDEX lanes4
 #define DENSE_MU_VECS 2
 #define DENSE_OUTS 2
 #define DENSE_NAME(x) x##_w4
@@ -41,6 +43,7 @@
 #elif DENSE_LANES == 8
 #define DENSE_VEC vec8
 #define DENSE_VEC_UNALIGNED vec8_unaligned
+#define DENSE_LANE_INDEX lanes8
 #define DENSE_MU_VECS 4
 #define DENSE_OUTS 4
 #define DENSE_NAME(x) x##_w8

@@ -6,6 +6,7 @@
 #undef TILE_COLS
 #undef DENSE_VEC
 #undef DENSE_VEC_UNALIGNED
+#undef DENSE_LANE_INDEX
 #undef DENSE_LANES
 #undef DENSE_PORTABLE
 #undef DENSE_MU_VECS

@@ -3,6 +3,7 @@
  * dense_width.h, which defines
  *   DENSE_VEC            a vector of DENSE_LANES doubles (GCC vector extensions),
  *   DENSE_VEC_UNALIGNED  the same at any 8-byte aligned address,
+ *   DENSE_LANE_INDEX     a vector of DENSE_LANES lane numbers (a shuffle's mask),
  *   DENSE_LANES          4 or 8,
  *   DENSE_MU_VECS        vectors in a row of a mu tile (MU_TILE_ROWS rows),
  *   DENSE_OUTS           gW / gHt outputs (rows, columns) accumulated at once (<= 4),
