@@ -3,15 +3,15 @@
  * out_r += sum_s coef[r][s] x_s (the gradient's gW and gHt products, tweedie_dense.h, and
  * the Fisher curvature's K x K products, fisher_dense.h). Included once per width (no
  * include guard, on purpose) by those headers, after dense_vec.h, with the parameters
- * tweedie_dense.h documents (DENSE_VEC, DENSE_VEC_UNALIGNED, DENSE_LANES, DENSE_MU_VECS,
- * DENSE_NAME); defines K_CHUNK, VEC_AT and TILE_COLS, which the including header
- * undefines with its parameters. The lanes of a vector are different entries (mu) or
+ * tweedie_dense.h documents (DENSE_VEC, DENSE_VEC_UNALIGNED, DENSE_LANE_INDEX, DENSE_LANES,
+ * DENSE_MU_VECS, DENSE_CHUNK_VECS, DENSE_NAME); defines K_CHUNK, VEC_AT and TILE_COLS,
+ * which the including header undefines with its parameters. The lanes of a vector are different entries (mu) or
  * different output columns, never terms of one sum: every output element gets its terms,
  * each added by one fused multiply-add (C99 fma(), lane by lane: the product and the sum
  * rounded once, as pymf_dot_fused and pymf_axpy2_fused do), in the documented order
  * whatever the width and the tile shape, so every width gives the same bits. */
 
-#define K_CHUNK (4 * DENSE_LANES) /* columns of a full tile: 4 vectors */
+#define K_CHUNK (DENSE_CHUNK_VECS * DENSE_LANES) /* columns of a full tile */
 
 /* acc[l] = fma(a, b[l], acc[l]) in every lane l (a macro, like VEC_AT: no vector crosses a
  * call): one vector FMA instruction where the instance has one (its intrinsic; GCC did not
@@ -90,7 +90,8 @@ DENSE_INLINE void DENSE_NAME(transpose_panel)(const double *Ht, int64_t j0, int 
 #define LO(e, d) (((e) % (2 * (d))) < (d) ? (e) : DENSE_LANES + (e) - (d))
 #define HI(e, d) (((e) % (2 * (d))) < (d) ? (e) + (d) : DENSE_LANES + (e))
 #if DENSE_LANES == 8
-#define MASK(F, d) ((DENSE_LANE_INDEX){F(0, d), F(1, d), F(2, d), F(3, d), F(4, d), F(5, d), F(6, d), F(7, d)})
+#define MASK(F, d) \
+    ((DENSE_LANE_INDEX){F(0, d), F(1, d), F(2, d), F(3, d), F(4, d), F(5, d), F(6, d), F(7, d)})
 #else
 #define MASK(F, d) ((DENSE_LANE_INDEX){F(0, d), F(1, d), F(2, d), F(3, d)})
 #endif
@@ -183,8 +184,8 @@ DENSE_INLINE void DENSE_NAME(accumulate_outputs)(int n_out, int k_from, int K, i
 {
     int k0 = k_from;
     for (; k0 + K_CHUNK <= K; k0 += K_CHUNK)
-        DENSE_NAME(accumulate_tile)(n_out, 4, k0, K, n, coefs, coef_stride, coef_step, x, out,
-                                    fresh);
+        DENSE_NAME(accumulate_tile)(n_out, DENSE_CHUNK_VECS, k0, K, n, coefs, coef_stride,
+                                    coef_step, x, out, fresh);
     /* literal vector counts, so that the accumulators are registers */
 #define WHOLE_VECTORS(n_vec)                                                                  \
     DENSE_NAME(accumulate_tile)(n_out, n_vec, k0, K, n, coefs, coef_stride, coef_step, x, out, \

@@ -2,7 +2,8 @@
  * written once for any vector width: langevin.c includes this file once per width (no
  * include guard, on purpose), after dense_vec.h, fisher_weights, fisher_coefs and
  * dense_width.h, which defines
- *   DENSE_VEC, DENSE_VEC_UNALIGNED, DENSE_LANES, DENSE_MU_VECS, DENSE_NAME
+ *   DENSE_VEC, DENSE_VEC_UNALIGNED, DENSE_LANE_INDEX, DENSE_LANES, DENSE_MU_VECS,
+ *   DENSE_CHUNK_VECS, DENSE_NAME
  *                     as in tweedie_dense.h,
  *   DENSE_OUTS        rows k of a K x K matrix accumulated at once (<= 4),
  *   DENSE_ATTRIBUTES  the attributes of DENSE_NAME(dense_fisher_block) (its target),

@@ -7,6 +7,7 @@
  *   DENSE_LANES          4 or 8,
  *   DENSE_MU_VECS        vectors in a row of a mu tile (MU_TILE_ROWS rows),
  *   DENSE_OUTS           gW / gHt outputs (rows, columns) accumulated at once (<= 4),
+ *   DENSE_CHUNK_VECS     vectors of factor columns in one such accumulation (<= 4),
  *   DENSE_NAME(x)        x with the width's suffix (mu_tile -> mu_tile_w8),
  *   DENSE_ATTRIBUTES     the attributes of DENSE_NAME(dense_block_grad) (its target),
  *   DENSE_INLINE         the helpers' (always inlined, the same target),
