@@ -12,10 +12,11 @@ The yardstick (issue 20): one iteration does three products of I J / B x K multi
 1024^3 product; the flop floor is the time dgemm would take for the chain's flops, and
 the ratio is the chain's time over that floor (target: <= 3).
 
-Where one iteration's time goes, measured single-threaded in CPU time: the likelihood
-gradient of one part, the Langevin noise (Philox + Box-Muller for every entry of W and H, also given in ns
-per Gaussian) and the rest of the iteration (the update and mirroring, part choice), which
-is a one-thread iteration minus the other two.
+Where one iteration's time goes, measured single-threaded in the CPU time of the calling
+thread (which runs the C work): the likelihood gradient of one part, the Langevin noise
+(Philox + Box-Muller for every entry of W and H, also given in ns per Gaussian) and the
+rest of the iteration (the update and mirroring, part choice), which is a one-thread
+iteration minus the other two. BLAS is held to one thread outside the dgemm yardstick.
 
 Prints a JSON document (with the load average before and after: the timings are only as
 quiet as the machine), then a table, and writes a PNG of the ratios and of the split.
@@ -33,30 +34,38 @@ import numpy as np
 
 import pymf
 from pymf import _rng
+from pymf.engine.blas import one_blas_thread
 from pymf.nmf import _blocks, _sgld, _tweedie
 
 
 def time_run(data, K, W0, Ht0, step, iterations, threads):
-    """(wall seconds, CPU seconds of the process, final log-likelihood) of one run."""
+    """(wall seconds, CPU seconds of the process, CPU seconds of this thread, final
+    log-likelihood) of one run. With one thread the chain runs in the calling thread, so
+    its thread time is the chain's alone."""
     chain = _sgld.LangevinChain(data, "psgld", K, 1.0, 1.0, "exponential", 1.0, 1.0, 12345, 678,
                                 n_threads=threads)
     chain.set_state(W0, Ht0, 0)
     steps = step(np.arange(1, iterations + 1))
     started, started_cpu = time.perf_counter(), time.process_time()
+    started_thread = time.thread_time()
     chain.run(steps)
-    return time.perf_counter() - started, time.process_time() - started_cpu, chain.loglik()
+    return (time.perf_counter() - started, time.process_time() - started_cpu,
+            time.thread_time() - started_thread, chain.loglik())
 
 
 def per_call_cpu(fn, calls, rounds=5):
-    """CPU seconds per call of fn: one call to warm up, then the median over `rounds` rounds
-    of `calls` calls."""
+    """CPU seconds of the calling thread per call of fn (fn's C work runs in it): one call
+    to warm up, then the median over `rounds` rounds of `calls` calls. The thread's time,
+    not the process's: OpenBLAS's workers busy-wait for a while after a threaded product
+    (the data's generation), and the process's CPU time counted their spinning as the
+    measured call's, which doubled the noise's figure at I = 256."""
     fn()
     times = []
     for _ in range(rounds):
-        started = time.process_time()
+        started = time.thread_time()
         for _ in range(calls):
             fn()
-        times.append((time.process_time() - started) / calls)
+        times.append((time.thread_time() - started) / calls)
     return statistics.median(times)
 
 
@@ -84,7 +93,7 @@ def breakdown(data, K, W0, Ht0, n_rows, n_cols, B, step, iterations):
     gradient = per_call_cpu(lambda: _tweedie.gradient(data, W0, Ht0, 1.0, 1.0, n_threads=1),
                             3) / B
     iteration = statistics.median(
-        time_run(data, K, W0, Ht0, step, iterations, 1)[1] for _ in range(3)) / iterations
+        time_run(data, K, W0, Ht0, step, iterations, 1)[2] for _ in range(3)) / iterations
     return noise, gradient, max(iteration - noise - gradient, 0.0)
 
 
@@ -190,53 +199,57 @@ def main():
     load_before = os.getloadavg()
     dgemm = {threads: dgemm_gflops(threads) for threads in sorted(set(args.threads) | {1})}
     rows = []
-    for size in args.sizes:
-        B = max(1, size // 32)
-        V, _, _ = pymf.datasets.make_tweedie_nmf(size, size, args.rank, beta=1.0, seed=0)
-        data = _blocks.BlockedData.from_dense(V, B)
-        rng = np.random.default_rng(1)
-        scale = np.sqrt(V.mean() / args.rank)
-        W0 = rng.uniform(0.5, 1.5, (size, args.rank)) * scale
-        Ht0 = rng.uniform(0.5, 1.5, (size, args.rank)) * scale
-        # stable for this data scale: the curvature grows with I, so a shrinks with it
-        step = pymf.PolynomialDecay(1e-4 * (256 / size) ** 2, 0.51)
-        noise_s, gradient_s, rest_s = breakdown(data, args.rank, W0, Ht0, size, size, B, step,
-                                                min(args.samples, 1000))
-        entries = size * size / B  # one part
-        flops = 3 * 2 * entries * args.rank  # mu, grad W, grad H: multiply-adds
-        gaussians = 2 * size * args.rank
-        for threads in args.threads:
-            runs = [time_run(data, args.rank, W0, Ht0, step, args.samples, threads)
-                    for _ in range(args.repeats)]
-            seconds = statistics.median(r[0] for r in runs)
-            cpu_seconds = statistics.median(r[1] for r in runs)
-            floor = flops * args.samples / (dgemm[threads][0] * 1e9)
-            cpu_floor = flops * args.samples / (dgemm[threads][1] * 1e9)
-            rows.append({
-                "I": size, "J": size, "K": args.rank, "B": B, "T": args.samples,
-                "threads": threads, "repeats": args.repeats,
-                "seconds_median": round(seconds, 4),
-                "seconds_all": [round(r[0], 4) for r in runs],
-                "seconds_per_1000_samples": round(seconds / args.samples * 1000, 4),
-                "entries_K_per_second": round(entries * args.rank * args.samples / seconds, 1),
-                "flops_per_iteration": flops,
-                "dgemm_gflops": round(dgemm[threads][0], 2),
-                "dgemm_floor_seconds": round(floor, 4),
-                "ratio_to_dgemm_floor": round(seconds / floor, 3),
-                # the same in CPU seconds (both sides), less sensitive to other processes
-                # on a shared machine (though OpenMP's barrier spinning counts as CPU time)
-                "cpu_seconds_median": round(cpu_seconds, 4),
-                "dgemm_gflops_per_cpu_second": round(dgemm[threads][1], 2),
-                "cpu_ratio_to_dgemm_floor": round(cpu_seconds / cpu_floor, 3),
-                "chain_gflops": round(flops * args.samples / seconds / 1e9, 2),
-                "final_loglik": runs[0][2],
-                "one_thread_gradient_s_per_iter": round(gradient_s, 7),
-                "one_thread_noise_s_per_iter": round(noise_s, 7),
-                "one_thread_rest_s_per_iter": round(rest_s, 7),
-                # CPU seconds, like the split it is drawn against
-                "one_thread_dgemm_floor_s_per_iter": round(flops / (dgemm[1][1] * 1e9), 7),
-                "ns_per_gaussian_per_core": round(noise_s / gaussians * 1e9, 3),
-            })
+    # One BLAS thread from here on, as in pymf.sample: the data's generation is a threaded
+    # product, and OpenBLAS's workers, spinning for a while after it, took CPU from the
+    # chain's threads and were counted in the process's CPU time.
+    with one_blas_thread():
+        for size in args.sizes:
+            B = max(1, size // 32)
+            V, _, _ = pymf.datasets.make_tweedie_nmf(size, size, args.rank, beta=1.0, seed=0)
+            data = _blocks.BlockedData.from_dense(V, B)
+            rng = np.random.default_rng(1)
+            scale = np.sqrt(V.mean() / args.rank)
+            W0 = rng.uniform(0.5, 1.5, (size, args.rank)) * scale
+            Ht0 = rng.uniform(0.5, 1.5, (size, args.rank)) * scale
+            # stable for this data scale: the curvature grows with I, so a shrinks with it
+            step = pymf.PolynomialDecay(1e-4 * (256 / size) ** 2, 0.51)
+            noise_s, gradient_s, rest_s = breakdown(data, args.rank, W0, Ht0, size, size, B, step,
+                                                    min(args.samples, 1000))
+            entries = size * size / B  # one part
+            flops = 3 * 2 * entries * args.rank  # mu, grad W, grad H: multiply-adds
+            gaussians = 2 * size * args.rank
+            for threads in args.threads:
+                runs = [time_run(data, args.rank, W0, Ht0, step, args.samples, threads)
+                        for _ in range(args.repeats)]
+                seconds = statistics.median(r[0] for r in runs)
+                cpu_seconds = statistics.median(r[1] for r in runs)
+                floor = flops * args.samples / (dgemm[threads][0] * 1e9)
+                cpu_floor = flops * args.samples / (dgemm[threads][1] * 1e9)
+                rows.append({
+                    "I": size, "J": size, "K": args.rank, "B": B, "T": args.samples,
+                    "threads": threads, "repeats": args.repeats,
+                    "seconds_median": round(seconds, 4),
+                    "seconds_all": [round(r[0], 4) for r in runs],
+                    "seconds_per_1000_samples": round(seconds / args.samples * 1000, 4),
+                    "entries_K_per_second": round(entries * args.rank * args.samples / seconds, 1),
+                    "flops_per_iteration": flops,
+                    "dgemm_gflops": round(dgemm[threads][0], 2),
+                    "dgemm_floor_seconds": round(floor, 4),
+                    "ratio_to_dgemm_floor": round(seconds / floor, 3),
+                    # the same in CPU seconds (both sides), less sensitive to other processes
+                    # on a shared machine (though OpenMP's barrier spinning counts as CPU time)
+                    "cpu_seconds_median": round(cpu_seconds, 4),
+                    "dgemm_gflops_per_cpu_second": round(dgemm[threads][1], 2),
+                    "cpu_ratio_to_dgemm_floor": round(cpu_seconds / cpu_floor, 3),
+                    "chain_gflops": round(flops * args.samples / seconds / 1e9, 2),
+                    "final_loglik": runs[0][3],
+                    "one_thread_gradient_s_per_iter": round(gradient_s, 7),
+                    "one_thread_noise_s_per_iter": round(noise_s, 7),
+                    "one_thread_rest_s_per_iter": round(rest_s, 7),
+                    # CPU seconds, like the split it is drawn against
+                    "one_thread_dgemm_floor_s_per_iter": round(flops / (dgemm[1][1] * 1e9), 7),
+                    "ns_per_gaussian_per_core": round(noise_s / gaussians * 1e9, 3),
+                })
     document = {"benchmark": "psgld_synthetic", "cpu_count": os.cpu_count(),
                 "pymf": pymf.__version__, "load_average_before": load_before,
                 "load_average_after": os.getloadavg(),
