@@ -14,6 +14,8 @@
 #include "pymf/philox.h"
 #include "pymf/rng.h"
 
+#include "dense_vec.h" /* vec4, vec4_unaligned */
+
 struct pymf_bpmf_gibbs {
     pymf_bpmf_model model;
     const pymf_bpmf_rows *rows;
@@ -276,6 +278,83 @@ static pymf_status draw_side_hyper(pymf_bpmf_gibbs *g, int side, gsl_rng *rng, p
  * (u_i, a_i) ~ N(P^-1 h, P^-1), P = P0 + tau sum f f^T, h = P0 m0 + tau sum (r - rbar - c_j) f,
  * with f = (v_j, 1) and c_j = b_j. Returns the number of rows whose precision was not
  * positive definite (0 when all went well). */
+/* ratings of a row gathered at a time by add_row_terms */
+#define GIBBS_CHUNK 128
+#define GIBBS_AT(p) (*(vec4_unaligned *)(p))
+
+/* One tile of row_terms' accumulation: rows k0 .. k0 + 3 of the padded matrix Pp (row
+ * stride wp) and its n_vec (1 or 2, a literal, so that the accumulators are registers)
+ * vectors of 4 columns from column 4 q0, over the n gathered ratings in order. */
+#define GIBBS_TILE(n_vec)                                                                  \
+    do {                                                                                   \
+        vec4 acc[4][n_vec];                                                                \
+        for (int a = 0; a < 4; ++a)                                                        \
+            for (int q = 0; q < (n_vec); ++q)                                              \
+                acc[a][q] = GIBBS_AT(Pp + (k0 + a) * wp + 4 * (q0 + q));                  \
+        for (int u = 0; u < n; ++u) {                                                      \
+            vec4 fv[n_vec];                                                                \
+            for (int q = 0; q < (n_vec); ++q)                                              \
+                fv[q] = GIBBS_AT(fbuf + u * wp + 4 * (q0 + q));                            \
+            for (int a = 0; a < 4; ++a) {                                                  \
+                const double tf = tfbuf[u * wp + k0 + a];                                  \
+                for (int q = 0; q < (n_vec); ++q)                                          \
+                    acc[a][q] = acc[a][q] + tf * fv[q];                                    \
+            }                                                                              \
+        }                                                                                  \
+        for (int a = 0; a < 4; ++a)                                                        \
+            for (int q = 0; q < (n_vec); ++q)                                              \
+                GIBBS_AT(Pp + (k0 + a) * wp + 4 * (q0 + q)) = acc[a][q];                  \
+    } while (0)
+
+/* Adds the likelihood terms of ratings e0 .. e1 - 1 of one row to its prior precision and
+ * shift: Pp[k][l] += (tau f_k) f_l and hp[k] += (tau t) f_k, f = (the other side's factor
+ * row, 1 with biases), t = the rating less the mean and the other side's bias. Each
+ * element gets its terms in the ratings' order, each product rounded and then added, as the
+ * per-rating loop did, so the bits are the same: the vectors' lanes are different columns
+ * l, never terms of one sum. Register tiles of 4 rows k by up to 2 vectors of 4 columns
+ * run over GIBBS_CHUNK gathered ratings at a time, where the loop updated every element
+ * of the lower triangle once per rating through memory. Pp: wp x wp (wp = w rounded up
+ * to 4), row stride wp; only its lower triangle (l <= k < w) is meaningful, the rest is
+ * scratch. fbuf and tfbuf: GIBBS_CHUNK x wp. */
+PYMF_VECTOR_CLONES
+static void add_row_terms(int D, int bias, int wp, int64_t e0, int64_t e1,
+                          const int32_t *restrict other, const double *restrict ratings,
+                          double mean, const double *restrict F, const double *restrict Fb,
+                          double tau, double *restrict Pp, double *restrict hp,
+                          double *restrict fbuf, double *restrict tfbuf)
+{
+    const int w = D + bias;
+    for (int64_t c0 = e0; c0 < e1; c0 += GIBBS_CHUNK) {
+        const int n = (int)(e1 - c0 < GIBBS_CHUNK ? e1 - c0 : GIBBS_CHUNK);
+        for (int u = 0; u < n; ++u) {
+            const int64_t e = c0 + u, j = other[e];
+            double *f = fbuf + u * wp, *tf = tfbuf + u * wp;
+            for (int k = 0; k < D; ++k)
+                f[k] = F[j * D + k];
+            if (bias)
+                f[D] = 1.0;
+            for (int k = w; k < wp; ++k)
+                f[k] = 0.0;
+            const double target = ratings[e] - mean - Fb[j];
+            for (int k = 0; k < w; ++k) {
+                hp[k] += tau * target * f[k];
+                tf[k] = tau * f[k];
+            }
+            for (int k = w; k < wp; ++k)
+                tf[k] = 0.0;
+        }
+        /* rows k0 .. k0 + 3 need the columns l <= k0 + 3: vectors 0 .. k0 / 4 */
+        for (int k0 = 0; k0 < w; k0 += 4) {
+            const int n_vecs = k0 / 4 + 1;
+            int q0 = 0;
+            for (; q0 + 2 <= n_vecs; q0 += 2)
+                GIBBS_TILE(2);
+            if (q0 < n_vecs)
+                GIBBS_TILE(1);
+        }
+    }
+}
+
 static int64_t draw_side_rows(pymf_bpmf_gibbs *g, int side)
 {
     const pymf_bpmf_model *m = &g->model;
@@ -303,7 +382,12 @@ static int64_t draw_side_rows(pymf_bpmf_gibbs *g, int side)
         gsl_matrix *P = gsl_matrix_alloc((size_t)w, (size_t)w);
         double *h = malloc((size_t)(2 * w + 4) * sizeof *h);
         double *f = h + w;
-        if (P == NULL || h == NULL) {
+        /* add_row_terms' padded matrix and gathered ratings */
+        const int wp = (w + 3) / 4 * 4;
+        double *Pp = malloc(sizeof(double) * (size_t)wp * (size_t)(wp + 2 * GIBBS_CHUNK));
+        double *fbuf = Pp != NULL ? Pp + (size_t)wp * wp : NULL;
+        double *tfbuf = Pp != NULL ? fbuf + (size_t)GIBBS_CHUNK * wp : NULL;
+        if (P == NULL || h == NULL || Pp == NULL) {
             failures += 1;
         } else {
 #pragma omp for schedule(dynamic, 32)
@@ -324,20 +408,19 @@ static int64_t draw_side_rows(pymf_bpmf_gibbs *g, int side)
                     gsl_matrix_set(P, D, D, lam_bias);
                     h[D] = 0.0;
                 }
-                for (int64_t e = ptr[i]; e < ptr[i + 1]; ++e) {
-                    const int64_t j = other[e];
-                    for (int k = 0; k < D; ++k)
-                        f[k] = F[j * D + k];
-                    if (bias)
-                        f[D] = 1.0;
-                    const double target = ratings[e] - m->mean_rating - Fb[j];
-                    for (int k = 0; k < w; ++k) {
-                        h[k] += tau * target * f[k];
-                        double *row = gsl_matrix_ptr(P, (size_t)k, 0);
-                        for (int l = 0; l <= k; ++l)
-                            row[l] += tau * f[k] * f[l];
-                    }
-                }
+                /* the prior's lower triangle into Pp, the row's terms added, back into P
+                 * (whose upper triangle keeps the prior, as before) */
+                /* zeros first: the scratch part is computed too, and uninitialised
+                 * memory could hold denormals, which are slow to add to */
+                memset(Pp, 0, sizeof(double) * (size_t)wp * wp);
+                for (int k = 0; k < w; ++k)
+                    for (int l = 0; l <= k; ++l)
+                        Pp[k * wp + l] = gsl_matrix_get(P, (size_t)k, (size_t)l);
+                add_row_terms(D, bias, wp, ptr[i], ptr[i + 1], other, ratings, m->mean_rating,
+                              F, Fb, tau, Pp, h, fbuf, tfbuf);
+                for (int k = 0; k < w; ++k)
+                    for (int l = 0; l <= k; ++l)
+                        gsl_matrix_set(P, (size_t)k, (size_t)l, Pp[k * wp + l]);
                 /* x = L^-T (L^-1 h + z): mean P^-1 h plus noise of covariance P^-1 */
                 if (gsl_linalg_cholesky_decomp1(P) != 0) {
                     failures += 1;
@@ -357,6 +440,7 @@ static int64_t draw_side_rows(pymf_bpmf_gibbs *g, int side)
         }
         gsl_matrix_free(P);
         free(h);
+        free(Pp);
     }
     return failures;
 }
