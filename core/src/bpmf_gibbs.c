@@ -274,15 +274,11 @@ static pymf_status draw_side_hyper(pymf_bpmf_gibbs *g, int side, gsl_rng *rng, p
     return PYMF_OK;
 }
 
-/* Draws every row of one side given the other side and the hyper-parameters: row x_i =
- * (u_i, a_i) ~ N(P^-1 h, P^-1), P = P0 + tau sum f f^T, h = P0 m0 + tau sum (r - rbar - c_j) f,
- * with f = (v_j, 1) and c_j = b_j. Returns the number of rows whose precision was not
- * positive definite (0 when all went well). */
 /* ratings of a row gathered at a time by add_row_terms */
 #define GIBBS_CHUNK 128
 #define GIBBS_AT(p) (*(vec4_unaligned *)(p))
 
-/* One tile of row_terms' accumulation: rows k0 .. k0 + 3 of the padded matrix Pp (row
+/* One tile of add_row_terms' accumulation: rows k0 .. k0 + 3 of the padded matrix Pp (row
  * stride wp) and its n_vec (1 or 2, a literal, so that the accumulators are registers)
  * vectors of 4 columns from column 4 q0, over the n gathered ratings in order. */
 #define GIBBS_TILE(n_vec)                                                                  \
@@ -355,6 +351,10 @@ static void add_row_terms(int D, int bias, int wp, int64_t e0, int64_t e1,
     }
 }
 
+/* Draws every row of one side given the other side and the hyper-parameters: row x_i =
+ * (u_i, a_i) ~ N(P^-1 h, P^-1), P = P0 + tau sum f f^T, h = P0 m0 + tau sum (r - rbar - c_j) f,
+ * with f = (v_j, 1) and c_j = b_j. Returns the number of rows whose precision was not
+ * positive definite (0 when all went well). */
 static int64_t draw_side_rows(pymf_bpmf_gibbs *g, int side)
 {
     const pymf_bpmf_model *m = &g->model;
@@ -409,9 +409,9 @@ static int64_t draw_side_rows(pymf_bpmf_gibbs *g, int side)
                     h[D] = 0.0;
                 }
                 /* the prior's lower triangle into Pp, the row's terms added, back into P
-                 * (whose upper triangle keeps the prior, as before) */
-                /* zeros first: the scratch part is computed too, and uninitialised
-                 * memory could hold denormals, which are slow to add to */
+                 * (whose upper triangle keeps the prior, as before). Zeros first: Pp's
+                 * scratch part is computed too, and uninitialised memory could hold
+                 * denormals, which are slow to add to. */
                 memset(Pp, 0, sizeof(double) * (size_t)wp * wp);
                 for (int k = 0; k < w; ++k)
                     for (int l = 0; l <= k; ++l)
