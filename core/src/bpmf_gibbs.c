@@ -311,7 +311,8 @@ static pymf_status draw_side_hyper(pymf_bpmf_gibbs *g, int side, gsl_rng *rng, p
  * run over GIBBS_CHUNK gathered ratings at a time, where the loop updated every element
  * of the lower triangle once per rating through memory. Pp: wp x wp (wp = w rounded up
  * to 4), row stride wp; only its lower triangle (l <= k < w) is meaningful, the rest is
- * scratch. fbuf and tfbuf: GIBBS_CHUNK x wp. */
+ * scratch. fbuf and tfbuf: GIBBS_CHUNK x wp, their columns w .. wp - 1 zero (set once:
+ * only the first w of a row are written). */
 PYMF_VECTOR_CLONES
 static void add_row_terms(int D, int bias, int wp, int64_t e0, int64_t e1,
                           const int32_t *restrict other, const double *restrict ratings,
@@ -329,15 +330,11 @@ static void add_row_terms(int D, int bias, int wp, int64_t e0, int64_t e1,
                 f[k] = F[j * D + k];
             if (bias)
                 f[D] = 1.0;
-            for (int k = w; k < wp; ++k)
-                f[k] = 0.0;
             const double target = ratings[e] - mean - Fb[j];
             for (int k = 0; k < w; ++k) {
                 hp[k] += tau * target * f[k];
                 tf[k] = tau * f[k];
             }
-            for (int k = w; k < wp; ++k)
-                tf[k] = 0.0;
         }
         /* rows k0 .. k0 + 3 need the columns l <= k0 + 3: vectors 0 .. k0 / 4 */
         for (int k0 = 0; k0 < w; k0 += 4) {
@@ -384,7 +381,7 @@ static int64_t draw_side_rows(pymf_bpmf_gibbs *g, int side)
         double *f = h + w;
         /* add_row_terms' padded matrix and gathered ratings */
         const int wp = (w + 3) / 4 * 4;
-        double *Pp = malloc(sizeof(double) * (size_t)wp * (size_t)(wp + 2 * GIBBS_CHUNK));
+        double *Pp = calloc((size_t)wp * (size_t)(wp + 2 * GIBBS_CHUNK), sizeof(double));
         double *fbuf = Pp != NULL ? Pp + (size_t)wp * wp : NULL;
         double *tfbuf = Pp != NULL ? fbuf + (size_t)GIBBS_CHUNK * wp : NULL;
         if (P == NULL || h == NULL || Pp == NULL) {
@@ -414,13 +411,11 @@ static int64_t draw_side_rows(pymf_bpmf_gibbs *g, int side)
                  * denormals, which are slow to add to. */
                 memset(Pp, 0, sizeof(double) * (size_t)wp * wp);
                 for (int k = 0; k < w; ++k)
-                    for (int l = 0; l <= k; ++l)
-                        Pp[k * wp + l] = gsl_matrix_get(P, (size_t)k, (size_t)l);
+                    memcpy(Pp + k * wp, P->data + k * P->tda, sizeof(double) * (size_t)(k + 1));
                 add_row_terms(D, bias, wp, ptr[i], ptr[i + 1], other, ratings, m->mean_rating,
                               F, Fb, tau, Pp, h, fbuf, tfbuf);
                 for (int k = 0; k < w; ++k)
-                    for (int l = 0; l <= k; ++l)
-                        gsl_matrix_set(P, (size_t)k, (size_t)l, Pp[k * wp + l]);
+                    memcpy(P->data + k * P->tda, Pp + k * wp, sizeof(double) * (size_t)(k + 1));
                 /* x = L^-T (L^-1 h + z): mean P^-1 h plus noise of covariance P^-1 */
                 if (gsl_linalg_cholesky_decomp1(P) != 0) {
                     failures += 1;
