@@ -83,7 +83,7 @@ def binding(path):
 # pymf/ holds the bindings every family shares; each family's own bindings (and the .pxd
 # declaring its C headers) live in its folder
 extensions = [binding(path) for path in (
-    "_status", "_core_info", "_rng",
+    "_status", "_core_info", "_rng", "_linalg",
     "nmf/_blocks", "nmf/_tweedie", "nmf/_chain", "nmf/_sgld", "nmf/_sgd", "nmf/_gibbs_nmf",
     "bpmf/_bpmf",
     "hamcmc/_hamcmc",

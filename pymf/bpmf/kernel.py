@@ -5,6 +5,7 @@ import math
 import numpy as np
 
 from pymf import _core_info
+from pymf._linalg import largest_eigenvalues
 from pymf.bpmf import _bpmf
 from pymf.bpmf.layout import Layout, _initial_params, bpmf_seeds
 from pymf.bpmf.samplers import DSGLD
@@ -37,7 +38,8 @@ def _rmse(sq_error, n):
 
 
 # the per-row measurement's chains side by side: at most this many bytes of their (D + 1)^2
-# matrices (about 2 arrays a chain: the correlations and eigvalsh's copy) at once
+# matrices (counted as 2 arrays a chain: the correlations and, before the C core's
+# eigenvalues, eigvalsh's copy; now a conservative count) at once
 MEASURE_BYTES = 1 << 30
 _CHAIN_ARRAYS = ("U", "V", "a", "b", "lambdas")  # a DSGLD chain's state (with the round)
 
@@ -136,7 +138,7 @@ class ChainsKernel(RowStepKernel):
         """(step_user, step_item, noise_user, noise_item), grid order: the curvature is the
         chains' mean at their current state, each chain with its own tau. With several
         threads the chains are measured side by side, a thread each (row_gram, NumPy's
-        products and eigvalsh release the GIL), as many at once as MEASURE_BYTES of their
+        products and the largest eigenvalues release the GIL), as many at once as MEASURE_BYTES of their
         (D + 1)^2 matrices allow, and summed in chain order: the same bits as one by one."""
         info = self.row_plan
         params = [self.chain_params(c) for c in range(self.n_chains)]
@@ -170,11 +172,13 @@ def row_curvatures(layout, c_model, p, n_threads=0):
     where a row has no ratings (and for the bias without biases). The sums and the
     correlation matrices are the C core's (_bpmf.row_correlations: each row's terms in the
     layout's order, the same bits for any thread count, and the correlations NumPy would
-    compute from _bpmf.row_gram's sums); the eigenvalues are NumPy's."""
+    compute from _bpmf.row_gram's sums); the largest eigenvalues are the C core's too
+    (pymf._linalg: Householder and bisection, NumPy's eigvalsh to a few units of rounding
+    at 2-3x its speed)."""
     tau = float(p.lambdas[-1])
     out = []
     for diag, R in _bpmf.row_correlations(layout, c_model, p, n_threads):
-        rho = np.maximum(np.linalg.eigvalsh(R)[:, -1], 1.0) if len(R) else np.zeros(0)
+        rho = np.maximum(largest_eigenvalues(R), 1.0) if len(R) else np.zeros(0)
         out.append((tau * diag, rho))
     return out[0], out[1]
 

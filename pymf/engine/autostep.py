@@ -102,6 +102,7 @@ import numbers
 
 import numpy as np
 
+from pymf._linalg import largest_eigenvalues
 from pymf.errors import DivergenceError
 
 POWER_ITERATIONS = 10
@@ -285,7 +286,7 @@ def diag_and_rho(hessians):
     inv_root = np.zeros_like(diag)
     np.divide(1.0, np.sqrt(diag), out=inv_root, where=diag > 0)
     corr = hessians * inv_root[:, :, None] * inv_root[:, None, :]
-    return diag, np.maximum(np.linalg.eigvalsh(corr)[:, -1], 1.0)
+    return diag, np.maximum(largest_eigenvalues(corr), 1.0)
 
 
 def factor_steps_summary(step_W, step_Ht, minibatch_scale, row_noise=None):

@@ -34,7 +34,7 @@ def measure_side_by_side(measure, jobs, threads, job_bytes, cap):
     """[measure(job, inner_threads) for job in jobs], in jobs' order. Where `threads` > 1 and
     `cap` bytes hold more than one job's `job_bytes`, up to that many jobs run side by side
     on Python threads, each with inner_threads = 1 (the measurements' C passes, NumPy's
-    products and eigvalsh release the GIL); else one after the other, each with all
+    products and the largest eigenvalues release the GIL); else one after the other, each with all
     `threads`. Each job is computed whole by one caller, so the results are the same bits
     either way; the caller combines them in jobs' order."""
     side_by_side = min(threads, len(jobs), max(1, cap // max(int(job_bytes), 1)))

@@ -423,10 +423,10 @@ class FactorKernel(RowStepKernel):
         piece's columns over blocks (0..B-1, c), each in the layout's order (the MPI ring
         adds the same blocks in the same order). The 2B pieces are independent: with the
         chain's n_threads > 1 they are shared among that many Python threads (the curvature
-        pass, the mirror, NumPy's element-wise products and eigvalsh all release the GIL),
-        each piece computed whole by one thread exactly as alone, so the factors have the
-        same bits for any thread count. Memory: one piece's K x K matrices per thread, as
-        many threads as fit in MEASURE_BYTES (one at least)."""
+        pass, the mirror, NumPy's element-wise products and the largest eigenvalues all
+        release the GIL), each piece computed whole by one thread exactly as alone, so the
+        factors have the same bits for any thread count. Memory: one piece's K x K matrices
+        per thread, as many threads as fit in MEASURE_BYTES (one at least)."""
         data = self.chain.data
         pieces = range(data.n_blocks)
         jobs = [(b, True) for b in pieces] + [(c, False) for c in pieces]
