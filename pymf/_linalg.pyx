@@ -16,7 +16,8 @@ def largest_eigenvalues(matrices):
     """The largest eigenvalue of each symmetric matrix of a stack (m, n, n) of float64, as
     an array (m): the last column of np.linalg.eigvalsh(matrices), to a few units of
     rounding of each matrix's largest absolute row sum (Householder and bisection in C,
-    without the GIL: 2-3x faster than NumPy's full decomposition at n = 11 to 32). Both triangles are read: give symmetric matrices."""
+    without the GIL: 2-3x faster than NumPy's full decomposition at n = 11 to 32). Both
+    triangles are read: give symmetric matrices."""
     stack = np.ascontiguousarray(matrices, dtype=np.float64)
     if stack.ndim != 3 or stack.shape[1] != stack.shape[2] or stack.shape[1] < 1:
         raise ValueError(f"largest_eigenvalues: a stack of square matrices (m, n, n) with "
@@ -30,7 +31,7 @@ def largest_eigenvalues(matrices):
     cdef double[::1] result = out
     cdef double *work = <double *>malloc(PYMF_LARGEST_EIGENVALUE_WORK(n) * sizeof(double))
     if work == NULL:
-        raise MemoryError("largest_eigenvalues: no memory for the Lanczos vectors")
+        raise MemoryError("largest_eigenvalues: no memory for a matrix's work space")
     try:
         with nogil:
             for index in range(m):

@@ -138,8 +138,9 @@ class ChainsKernel(RowStepKernel):
         """(step_user, step_item, noise_user, noise_item), grid order: the curvature is the
         chains' mean at their current state, each chain with its own tau. With several
         threads the chains are measured side by side, a thread each (row_gram, NumPy's
-        products and the largest eigenvalues release the GIL), as many at once as MEASURE_BYTES of their
-        (D + 1)^2 matrices allow, and summed in chain order: the same bits as one by one."""
+        products and the largest eigenvalues release the GIL), as many at once as
+        MEASURE_BYTES of their (D + 1)^2 matrices allow, and summed in chain order: the same
+        bits as one by one."""
         info = self.row_plan
         params = [self.chain_params(c) for c in range(self.n_chains)]
         E = self.model.rank + 1
