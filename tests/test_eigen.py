@@ -43,6 +43,20 @@ def test_largest_eigenvalue_is_numpys(n):
         assert abs(got - reference) <= 1e-13 * scale, (name, got, reference)
 
 
+def test_large_matrices_are_numpys_own():
+    """Above LAPACK_ABOVE the blocked LAPACK reduction is faster: the value is NumPy's."""
+    from pymf import _linalg
+    rng = np.random.default_rng(5)
+    n = _linalg.LAPACK_ABOVE + 2
+    X = rng.standard_normal((3, n, n))
+    stack = X + X.transpose(0, 2, 1)
+    assert np.array_equal(largest_eigenvalues(stack), np.linalg.eigvalsh(stack)[:, -1])
+    assert largest_eigenvalues(np.zeros((0, n, n))).shape == (0,)
+    small = stack[:, :_linalg.LAPACK_ABOVE, :_linalg.LAPACK_ABOVE]
+    np.testing.assert_allclose(largest_eigenvalues(small), np.linalg.eigvalsh(small)[:, -1],
+                               rtol=1e-13)
+
+
 def test_a_stack_is_each_matrix_alone():
     rng = np.random.default_rng(7)
     X = rng.standard_normal((50, 11, 20))
