@@ -3,11 +3,28 @@ stable fallback, medians, JSON + table output and log-time plots."""
 import json
 import os
 import statistics
+import sys
 import time
 
 import numpy as np
 
 import pymf
+
+
+MOVIELENS_100K = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared",
+                              "data", "ml-100k.data")
+
+
+def movielens_split(args, dev=False):
+    """MovieLens-100K (args.data, read from ../shared and never copied into the repository)
+    split 80/20 with seed args.split_seed, as bench/defaults.py measures it: (train, test).
+    dev=True: the 80 % part split again 90/10 with seed args.dev_seed, (dev_train, dev_val),
+    for searches on the developers' own split; the test part is then never used. Exits with
+    a message where the file is absent."""
+    if not os.path.exists(args.data):
+        sys.exit(f"MovieLens-100K not found at {args.data} (pass --data)")
+    train, test = pymf.datasets.load_movielens(args.data).split(0.2, seed=args.split_seed)
+    return train.split(0.1, seed=args.dev_seed) if dev else (train, test)
 
 
 class Unstable(Exception):

@@ -29,12 +29,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import emit, table  # noqa: E402
+from _common import MOVIELENS_100K, emit, movielens_split, table  # noqa: E402
 
 import pymf  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_DATA = os.path.join(HERE, "..", "..", "shared", "data", "ml-100k.data")
 
 
 def measure(name, model, sampler, train, val, **run):
@@ -51,7 +50,7 @@ def measure(name, model, sampler, train, val, **run):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--data", default=DEFAULT_DATA)
+    p.add_argument("--data", default=MOVIELENS_100K)
     p.add_argument("--split-seed", type=int, default=0)
     p.add_argument("--dev-seed", type=int, default=1)
     p.add_argument("--rounds", type=int, default=1500)
@@ -59,10 +58,7 @@ def main(argv=None):
     p.add_argument("--dsgld-only", action="store_true", help="skip the Gibbs settings")
     p.add_argument("--out", default=os.path.join(HERE, "..", "results", "coverage_search"))
     args = p.parse_args(argv)
-    if not os.path.exists(args.data):
-        sys.exit(f"MovieLens-100K not found at {args.data} (pass --data)")
-    train, _ = pymf.datasets.load_movielens(args.data).split(0.2, seed=args.split_seed)
-    dev_train, dev_val = train.split(0.1, seed=args.dev_seed)
+    dev_train, dev_val = movielens_split(args, dev=True)
     rows = []
     dsgld_run = dict(n_samples=args.rounds - 200, burnin=200, thin=5)
     row, res = measure("DSGLD default (auto)", pymf.BPMF(10), pymf.DSGLD(n_threads=args.threads),

@@ -30,12 +30,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import emit, table  # noqa: E402
+from _common import MOVIELENS_100K, emit, movielens_split, table  # noqa: E402
 
 import pymf  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_DATA = os.path.join(HERE, "..", "..", "shared", "data", "ml-100k.data")
 TARGETS = {"DSGLD": {"rmse": 0.900, "seconds": 10.0}, "BPMF Gibbs": {"rmse": 0.895},
            "coverage_90": (0.88, 0.92)}
 
@@ -112,7 +111,7 @@ def plot(path, first_runs):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--data", default=DEFAULT_DATA)
+    p.add_argument("--data", default=MOVIELENS_100K)
     p.add_argument("--split-seed", type=int, default=0)
     p.add_argument("--rank", type=int, default=10)
     p.add_argument("--repeats", type=int, default=3)
@@ -128,10 +127,7 @@ def main(argv=None):
     p.add_argument("--gibbs-burnin", type=int, default=100)
     p.add_argument("--out", default=os.path.join(HERE, "..", "results", "defaults"))
     args = p.parse_args(argv)
-    if not os.path.exists(args.data):
-        sys.exit(f"MovieLens-100K not found at {args.data} (pass --data)")
-    ratings = pymf.datasets.load_movielens(args.data)
-    train, test = ratings.split(0.2, seed=args.split_seed)
+    train, test = movielens_split(args)
     runs = {"DSGLD": [], "BPMF Gibbs": []}
     for seed in range(args.repeats):
         res, wall = run_dsgld(train, test, args.rank, seed, args.threads, args.budget,

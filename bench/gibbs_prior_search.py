@@ -31,12 +31,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import emit, table  # noqa: E402
+from _common import MOVIELENS_100K, emit, movielens_split, table  # noqa: E402
 
 import pymf  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_DATA = os.path.join(HERE, "..", "..", "shared", "data", "ml-100k.data")
 RANK = 10
 COVERAGE_BAND = (0.88, 0.92)
 
@@ -84,7 +83,7 @@ def plot(rows, path):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--data", default=DEFAULT_DATA)
+    p.add_argument("--data", default=MOVIELENS_100K)
     p.add_argument("--split-seed", type=int, default=0)
     p.add_argument("--dev-seed", type=int, default=1)
     p.add_argument("--w0", type=float, nargs="+", default=[0.3, 1.0, 3.0, 10.0])
@@ -96,10 +95,7 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--out", default=os.path.join(HERE, "..", "results", "gibbs_prior_search"))
     args = p.parse_args(argv)
-    if not os.path.exists(args.data):
-        sys.exit(f"MovieLens-100K not found at {args.data} (pass --data)")
-    train, _ = pymf.datasets.load_movielens(args.data).split(0.2, seed=args.split_seed)
-    dev_train, dev_val = train.split(0.1, seed=args.dev_seed)
+    dev_train, dev_val = movielens_split(args, dev=True)
     rows = [measure(w0, factor, args.seeds, args.sweeps, args.burnin, args.threads, dev_train,
                     dev_val)
             for factor in args.nu0_factors for w0 in args.w0]
