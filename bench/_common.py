@@ -15,6 +15,14 @@ MOVIELENS_100K = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", 
                               "data", "ml-100k.data")
 
 
+def add_movielens_options(parser, dev=False):
+    """--data and --split-seed (and, dev=True, --dev-seed) of movielens_split."""
+    parser.add_argument("--data", default=MOVIELENS_100K)
+    parser.add_argument("--split-seed", type=int, default=0)
+    if dev:
+        parser.add_argument("--dev-seed", type=int, default=1)
+
+
 def movielens_split(args, dev=False):
     """MovieLens-100K (args.data, read from ../shared and never copied into the repository)
     split 80/20 with seed args.split_seed, as bench/defaults.py measures it: (train, test).

@@ -29,7 +29,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import MOVIELENS_100K, emit, movielens_split, table  # noqa: E402
+from _common import add_movielens_options, emit, movielens_split, table  # noqa: E402
 
 import pymf  # noqa: E402
 
@@ -50,9 +50,7 @@ def measure(name, model, sampler, train, val, **run):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--data", default=MOVIELENS_100K)
-    p.add_argument("--split-seed", type=int, default=0)
-    p.add_argument("--dev-seed", type=int, default=1)
+    add_movielens_options(p, dev=True)
     p.add_argument("--rounds", type=int, default=1500)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--dsgld-only", action="store_true", help="skip the Gibbs settings")

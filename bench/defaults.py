@@ -30,7 +30,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import MOVIELENS_100K, emit, movielens_split, table  # noqa: E402
+from _common import add_movielens_options, emit, movielens_split, table  # noqa: E402
 
 import pymf  # noqa: E402
 
@@ -111,8 +111,7 @@ def plot(path, first_runs):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--data", default=MOVIELENS_100K)
-    p.add_argument("--split-seed", type=int, default=0)
+    add_movielens_options(p)
     p.add_argument("--rank", type=int, default=10)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)

@@ -31,7 +31,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import MOVIELENS_100K, emit, movielens_split, table  # noqa: E402
+from _common import add_movielens_options, emit, movielens_split, table  # noqa: E402
 
 import pymf  # noqa: E402
 
@@ -83,9 +83,7 @@ def plot(rows, path):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--data", default=MOVIELENS_100K)
-    p.add_argument("--split-seed", type=int, default=0)
-    p.add_argument("--dev-seed", type=int, default=1)
+    add_movielens_options(p, dev=True)
     p.add_argument("--w0", type=float, nargs="+", default=[0.3, 1.0, 3.0, 10.0])
     p.add_argument("--nu0-factors", type=float, nargs="+", default=[1.0, 3.0],
                    help="nu0 = factor x rank; the selection is among factor 1 (nu0 = D)")
