@@ -80,6 +80,14 @@ def test_a_wrong_matrix_gives_a_different_answer():
     assert abs(largest_eigenvalues(skewed[None])[0] - np.linalg.eigvalsh(A)[-1]) > 1e-3
 
 
+def test_entries_near_the_largest_double():
+    """Finite entries whose row sums overflow still have a finite largest eigenvalue."""
+    A = np.array([[1e308, 1e308], [1e308, 1e308]]) / 2.0 * 1.5
+    got = largest_eigenvalues(A[None])[0]
+    assert np.isfinite(got)
+    np.testing.assert_allclose(got, 2 * A[0, 0], rtol=1e-15)
+
+
 def test_bad_input():
     assert np.isnan(largest_eigenvalues(np.array([[[1.0, np.nan], [np.nan, 1.0]]]))[0])
     assert np.isnan(largest_eigenvalues(np.array([[[np.inf, 0.0], [0.0, 1.0]]]))[0])

@@ -13,7 +13,7 @@
  * that is exactly 0 becomes -2^-60 q_(i-1), the pivot form's tiny negative pivot (where
  * beta is 0 too, a zero left as it is would zero every later minor and lose their signs);
  * a pair of minors leaving [2^-500, 2^500] is rescaled by an exact power of two, which
- * keeps their signs and ratio (the entries are at most about 1: the caller scales T). */
+ * keeps their signs and ratio (the caller scales T to entries of at most about n). */
 static int count_below(int n, const double *alpha, const double *beta_squared, double x)
 {
     double before = 1.0, minor = alpha[0] - x;
@@ -40,19 +40,20 @@ static int count_below(int n, const double *alpha, const double *beta_squared, d
 
 double pymf_largest_eigenvalue(int n, const double *A, double *work)
 {
-    double scale = 0.0; /* the largest absolute row sum: a bound on every |eigenvalue| */
-    for (int i = 0; i < n; ++i) {
-        double row = 0.0;
-        for (int j = 0; j < n; ++j)
-            row += fabs(A[(int64_t)i * n + j]);
-        if (!(row <= DBL_MAX))
+    /* the largest absolute entry (not the row sums, which can overflow for finite
+     * entries): every |eigenvalue| is at most n times it */
+    double scale = 0.0;
+    for (int64_t e = 0; e < (int64_t)n * n; ++e) {
+        const double size = fabs(A[e]);
+        if (!(size <= DBL_MAX))
             return NAN;
-        scale = row > scale ? row : scale;
+        scale = size > scale ? size : scale;
     }
     if (n == 1 || scale == 0.0)
         return A[0];
-    /* everything in units of a power of two at or above the bound (exact): the entries are
-     * at most 1, so the squares below and count_below's minors stay in range */
+    /* everything in units of a power of two at or above the largest entry (exact): the
+     * entries are at most 1 and the eigenvalues at most n, so the squares below and
+     * count_below's minors (rescaled as they go) stay in range */
     int exponent;
     frexp(scale, &exponent);
     const double inverse = ldexp(1.0, -exponent);
