@@ -64,7 +64,10 @@ double pymf_largest_eigenvalue(int n, const double *A, double *work)
     /* Householder tridiagonalisation (LAPACK's dsytd2, without the vectors): step k
      * reflects column k below the diagonal onto its first entry, applying
      * H = I - tau v v^T to the trailing square from both sides as the rank-2 update
-     * M -= v w^T + w v^T, w = p - (tau / 2)(v . p) v, p = tau M v */
+     * M -= v w^T + w v^T, w = p - (tau / 2)(v . p) v, p = tau M v. Both triangles are
+     * updated, twice the arithmetic of one, so that p's products run along contiguous rows;
+     * with one triangle (dsytd2 keeps one, through dsymv and dsyr2) half of them would
+     * walk a column, n doubles apart */
     for (int k = 0; k + 2 < n; ++k) {
         const int m = n - k - 1;
         double *trailing = M + (int64_t)(k + 1) * n + (k + 1);

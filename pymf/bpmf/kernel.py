@@ -179,7 +179,7 @@ def row_curvatures(layout, c_model, p, n_threads=0):
     tau = float(p.lambdas[-1])
     out = []
     for diag, R in _bpmf.row_correlations(layout, c_model, p, n_threads):
-        rho = np.maximum(largest_eigenvalues(R), 1.0) if len(R) else np.zeros(0)
+        rho = np.maximum(largest_eigenvalues(R), 1.0)  # an empty stack gives an empty rho
         out.append((tau * diag, rho))
     return out[0], out[1]
 
