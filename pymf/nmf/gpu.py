@@ -14,7 +14,7 @@ from pymf import gpu
 from pymf.errors import DivergenceError
 from pymf.nmf import _sgld, _tweedie
 
-RING_THREADS = 256  # PYMF_RING_THREADS in cuda/psgld.cu (its __launch_bounds__)
+RING_THREADS = 512  # PYMF_RING_THREADS in cuda/psgld.cu (its __launch_bounds__)
 
 
 def sparse_block_order(data):
