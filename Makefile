@@ -31,7 +31,7 @@ install: system-deps $(PY)
 # and the calibration curve; the last line prints the coverage beside time and samples/s.
 demo: install
 	$(VENV)/bin/pymf sample --data demo --demo-size 256 --rank 32 --sampler psgld --blocks 8 \
-	  --samples 3000 --burnin 1000 --thin 20 --test-fraction 0.1 --out results/demo --plot
+	  --samples 12000 --burnin 4000 --thin 40 --test-fraction 0.1 --out results/demo --plot
 	@echo "results: results/demo (summary.json, trace.png, W_mean.npy, H_mean.npy, samples)"
 
 # The tests import the installed pymf: pytest's console script does not put the repository
