@@ -625,6 +625,16 @@ def test_gpu_state_is_copied_back_once_between_runs(shim):
     assert cuda.get_state()[2] == 4 and len(copies) == 2
 
 
+def test_ring_launch_uses_the_kernels_own_thread_count():
+    """The ring launches RING_THREADS threads a block: the kernel's __launch_bounds__
+    (PYMF_RING_THREADS). More threads than that fail at launch on a GPU; fewer leave the
+    kernel's register budget unused (and the shim, with one thread a block, cannot tell)."""
+    import re
+    with open(gpu.kernel_source()) as fh:
+        defined = re.search(r"^#define PYMF_RING_THREADS (\d+)$", fh.read(), re.MULTILINE)
+    assert defined is not None and int(defined.group(1)) == nmf_gpu.RING_THREADS
+
+
 def test_psgld_dtype_is_checked():
     assert pymf.PSGLD(blocks=2, backend="cuda", dtype="float32").params()["dtype"] == "float32"
     with pytest.raises(ValueError, match="backend='cuda' only"):
