@@ -85,8 +85,11 @@ def main():
     parser.add_argument("--plot", default="results/psgld_gpu.png",
                         help="bar chart of seconds per 10K iterations and of times the bound")
     args = parser.parse_args()
+    if args.blocks is not None and not 1 <= args.blocks <= args.size:
+        parser.error(f"--blocks must be between 1 and --size ({args.size}), got {args.blocks}")
     I = J = args.size
-    K, B, T = args.rank, args.blocks or max(args.size // 32, 1), args.samples
+    K, T = args.rank, args.samples
+    B = args.blocks if args.blocks is not None else max(args.size // 32, 1)
     V, _, _ = pymf.datasets.make_tweedie_nmf(I, J, K, seed=0)
     model = pymf.TweedieNMF(K)
     step = pymf.PolynomialDecay(1e-4 * (256 / I) ** 2, 0.51)
