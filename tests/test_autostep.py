@@ -119,6 +119,47 @@ def test_bpmf_auto_step_never_diverges_and_is_near_the_best_of_a_ladder():
     assert again.params["auto_step"] == info
 
 
+@pytest.mark.parametrize("trace_every, burnin_rmse, taken_expected", [
+    (20, None, [True]),   # nothing observed in the pilot's 20 rounds: the run takes them
+    (10, None, []),       # a trace point at round 10: the run runs them again
+    # a burn-in that may end at any trace point bounds the rows from round 1: the kernel
+    # refuses (its pilot ran without the per-row factors)
+    (20, 10.0, [False]),
+])
+def test_dsgld_run_takes_the_auto_pilots_rounds_as_its_own_and_is_the_same_chain(
+        monkeypatch, trace_every, burnin_rmse, taken_expected):
+    """DSGLD's pilot runs the run's own first steps, and the run's first call takes its end
+    state instead of running those rounds again (pymf.engine.driver): every kept draw, the
+    trace and the step are those of the same run made to run them again; refused where
+    something is observed or changes inside them. Fails if the pilot ran other steps than
+    the run (e.g. eps itself instead of the annealed ones: the bits of every draw move) or
+    if a refused pilot were taken."""
+    from pymf.engine import rowsteps
+    train, test = synthetic_ratings(L=60, M=40, D=2, density=0.5, seed=4).split(0.2, seed=1)
+    taken = []
+    take = rowsteps.RowStepKernel.take_pilot
+
+    def spy(kernel, pilot):
+        taken.append(take(kernel, pilot))
+        return taken[-1]
+
+    def run():
+        return pymf.sample(pymf.BPMF(2), train, pymf.DSGLD(blocks=2, n_threads=1),
+                           n_samples=40, burnin=40, thin=5, seed=3, test=test,
+                           trace_every=trace_every, burnin_rmse=burnin_rmse, progress=False)
+
+    monkeypatch.setattr(rowsteps.RowStepKernel, "take_pilot", spy)
+    first = run()
+    assert taken == taken_expected
+    monkeypatch.setattr(rowsteps.RowStepKernel, "take_pilot", lambda kernel, pilot: False)
+    again = run()
+    for key in "UVab":
+        np.testing.assert_array_equal(first.samples[key], again.samples[key])
+    for key in ("iteration", "train_rmse", "test_rmse"):
+        np.testing.assert_array_equal(first.trace[key], again.trace[key])
+    assert first.params["auto_step"] == again.params["auto_step"]
+
+
 def test_linear_gaussian_auto_step_is_the_rule_on_the_preconditioned_curvature():
     """The linear-Gaussian samplers' "auto" (their default): eps = 1 / lambda_max(P H) with
     H = A^T A / noise_var + I / prior_var exact here, P the sampler's preconditioner at the

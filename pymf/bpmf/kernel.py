@@ -1,6 +1,7 @@
 """The BPMF family's kernels: DSGLD chains and the BPMF Gibbs chain (pymf.bpmf._bpmf) seen by
 the engine's run loop."""
 import math
+import time
 
 import numpy as np
 
@@ -234,13 +235,16 @@ class BPMFKernel(ChainsKernel):
             self.train_values = ratings.values
             self.t = 0
 
-    def auto_step(self, seed):
+    def auto_step(self, seed, schedule=None):
         """The step chosen for step_size="auto" (pymf.engine.autostep) at the chains'
         starting state (chain 0): lambda_max of the full-data log posterior given the
         precisions, by finite-difference Hessian-vector products; eps0 = half the stability
         limit (and, with AutoStep(minibatch_noise=delta), at most the bound on the minibatch
         noise, for minibatch_scale), halved while a pilot of PILOT_UNITS rounds of every
-        chain diverges; the chains are put back at their start. Returns (eps0, info)."""
+        chain diverges; the chains are put back at their start. schedule(eps): the steps the
+        run will take from eps (a callable of the rounds 1, 2, ...), which the pilot runs; its
+        accepted end state is kept as kept_pilot for the run's first call (None: the pilot
+        runs eps itself and nothing is kept). Returns (eps0, info)."""
         start = [self.c.get_state(c) for c in range(self.n_chains)]
         p0 = start[0]
         D = self.model.rank
@@ -264,12 +268,22 @@ class BPMFKernel(ChainsKernel):
             return np.concatenate([g.ravel() for g in grads])
 
         def pilot(eps):
+            self.kept_pilot = None
+            units = np.arange(1, autostep.PILOT_UNITS + 1)
+            steps = np.full(len(units), eps) if schedule is None else \
+                np.ascontiguousarray(schedule(eps)(units), dtype=np.float64)
             try:
-                self.c.run(np.full(autostep.PILOT_UNITS, eps))
-                return bool(np.all(np.isfinite(self.c.sq_errors())))
+                started = time.perf_counter()
+                self._run_units(steps)
+                ok = bool(np.all(np.isfinite(self.c.sq_errors())))
+                if ok and schedule is not None:
+                    self.kept_pilot = autostep.KeptPilot(steps, self.snapshot(),
+                                                         time.perf_counter() - started)
+                return ok
             finally:
                 for c, p in enumerate(start):
                     self.c.set_state(c, p.U, p.V, p.a, p.b, p.lambdas, 0)
+                self.t = 0
 
         theta = np.concatenate([p0.U.ravel(), p0.V.ravel(), p0.a.ravel(), p0.b.ravel()])
         eps, info = autostep.choose(gradient, theta, seed_sequence(seed), pilot,

@@ -88,15 +88,18 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, in
         kernel.set_initial(init)
     auto_step = None
     if autostep.is_auto(getattr(sampler, "step_size", None)):
-        # the MPI parameter server's kernel has its own auto_step: the same step
-        eps0, auto_step = kernel.auto_step(seed)
         # the first round gets the rule's step, then the benchmarked annealing (kappa 1000);
+        # the pilot runs these steps, so that its rounds can be the run's first
+        def annealed_from(eps):
+            return AnnealedStep(eps * (1 + 1 / AUTO_KAPPA) ** 0.51, AUTO_KAPPA)
+
+        # the MPI parameter server's kernel has its own auto_step: the same step
+        eps0, auto_step = kernel.auto_step(seed, annealed_from)
         # a step bounded for the minibatch noise runs after the burn-in (a burn-in that
         # ends at burnin_rmse may end early: then the bounded step from the start)
         sampler = copy.copy(sampler)
-        sampler.step_size = with_burnin(
-            lambda eps: AnnealedStep(eps * (1 + 1 / AUTO_KAPPA) ** 0.51, AUTO_KAPPA),
-            eps0, auto_step, 0 if burnin_rmse is not None else burnin)
+        sampler.step_size = with_burnin(annealed_from, eps0, auto_step,
+                                        0 if burnin_rmse is not None else burnin)
         if "row_noise" in auto_step:
             # the per-row bound (pymf.engine.autostep, point 5) after the burn-in, measured
             # at its end: burn-in draws are discarded, and by then the factors have their

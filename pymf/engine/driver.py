@@ -278,6 +278,10 @@ def run(kernel, plan, *, seed, step_size=None, keep_draws=True, sample_dir=None,
     elif plan.trace_at_start:
         state.record_trace()
     per_unit = getattr(kernel, "per_unit_draws", False)
+    # the units step_size="auto"'s pilot ran from the start (a resumed run is past them)
+    pilot = None if resuming else getattr(kernel, "kept_pilot", None)
+    if pilot is not None:
+        kernel.kept_pilot = None
     n_samples, thin, trace_every = plan.n_samples, plan.thin, plan.trace_every
     total_max = plan.burnin + n_samples
 
@@ -324,18 +328,26 @@ def run(kernel, plan, *, seed, step_size=None, keep_draws=True, sample_dir=None,
                         k = min(k, thin - state.n_after % thin)
                 if checkpoint is not None:
                     k = min(k, plan.checkpoint_every - t % plan.checkpoint_every)
-                k = min(k, chunk)
+                taken = pilot is not None and _takes_pilot(kernel, pilot, t, k, step_size,
+                                                           per_unit)
+                k = len(pilot.steps) if taken else min(k, chunk)
                 steps = (np.zeros(k) if step_size is None
                          else np.ascontiguousarray(step_size(np.arange(t + 1, t + k + 1)),
                                                    dtype=np.float64))
                 started = time.perf_counter()
-                try:
-                    unit_draws = kernel.run(steps)
-                except DivergenceError as exc:
-                    done = getattr(exc, "draws", None)
-                    if sampling and done is not None:
-                        _keep_units(state, done, t, thin)
-                    raise diverged(exc)
+                if taken:
+                    # the pilot's units are the chain's first: their time is the run's
+                    started -= pilot.seconds
+                    unit_draws = None
+                else:
+                    try:
+                        unit_draws = kernel.run(steps)
+                    except DivergenceError as exc:
+                        done = getattr(exc, "draws", None)
+                        if sampling and done is not None:
+                            _keep_units(state, done, t, thin)
+                        raise diverged(exc)
+                pilot = None
                 spent = time.perf_counter() - started
                 # adapt the chunk so that one C call lasts about CHUNK_SECONDS
                 chunk = int(min(max(1, CHUNK_SECONDS / max(spent / k, 1e-9)), 100000))
@@ -393,6 +405,19 @@ def run(kernel, plan, *, seed, step_size=None, keep_draws=True, sample_dir=None,
         if bar is not None:
             bar.close()
     return make_result(Record(state, interrupted))
+
+
+def _takes_pilot(kernel, pilot, t, k, step_size, per_unit):
+    """Whether the loop's first call takes the pilot's units (kernel.take_pilot) instead of
+    running them: at the start, where the loop would run at least as many units before its
+    first trace point, kept draw, end of burn-in or checkpoint (nothing is observed inside
+    them), with the same steps bit for bit, and where the kernel agrees. The chain is then
+    the one the call would have run: the same state at the same unit (tests/test_autostep.py)."""
+    n = len(pilot.steps)
+    if t != 0 or per_unit or step_size is None or k < n:
+        return False
+    steps = np.ascontiguousarray(step_size(np.arange(1, n + 1)), dtype=np.float64)
+    return bool(np.array_equal(steps, pilot.steps)) and kernel.take_pilot(pilot)
 
 
 def _keep_units(state, unit_draws, t, thin):

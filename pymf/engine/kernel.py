@@ -32,6 +32,12 @@ checkpoints, Ctrl-C, divergence, progress, callbacks) is the loop's.
                               process: as given
     kernel.agree_stop(stop)   at every trace point: whether the callback stopped the run, as
                               every process agrees (the ring: rank 0's callback decides)
+    kernel.kept_pilot         None, or the units a step_size="auto" pilot already ran from the
+                              start (pymf.engine.autostep.KeptPilot): the loop's first call
+                              takes them instead of running them again where that is the
+                              same chain (driver.run)
+    kernel.take_pilot(pilot)  put the chain where the pilot ended, or refuse (False) where
+                              the kernel itself would have done something else in its units
 
 A kernel whose chain spans several processes runs the loop in each (the writing one with
 write_files=True, the others with False); every call above happens at the same point in
@@ -47,6 +53,11 @@ class Kernel:
     n_chains = 1
     unit = "iteration"
     per_unit_draws = False
+    kept_pilot = None
+
+    def take_pilot(self, pilot):
+        self.restore(pilot.snapshot)
+        return True
 
     def draw_stats(self):
         return {}

@@ -61,6 +61,14 @@ class RowStepKernel(Kernel):
         self.row_plan = info
         self.row_steps = None
 
+    def take_pilot(self, pilot):
+        # the pilot ran without the factors: refused where they are measured before its end
+        plan = self.row_plan
+        if plan is not None and self.row_steps is None and \
+                int(plan["row_steps_from"]) - 1 < len(pilot.steps):
+            return False
+        return super().take_pilot(pilot)
+
     def run(self, steps):
         plan = self.row_plan
         if plan is not None and self.row_steps is None:
