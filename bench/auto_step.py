@@ -53,7 +53,7 @@ def run(model, V, step, args, seed):
 def choice_seconds(model, V, eps, args, seed, pairs=5):
     """What choosing the step costs, measured directly: the median over `pairs` of a
     one-iteration run with "auto" minus the same run with the chosen step given by hand
-    (power iterations, pilot and their log-likelihoods; the per-row bound's measurement
+    (Lanczos steps, pilot and their log-likelihoods; the per-row bound's measurement
     after a burn-in is not in it). The difference of two whole runs, also reported,
     carries their run-to-run spread, which on a shared machine exceeds the choice."""
     def one(step):

@@ -157,7 +157,7 @@ def test_row_gram_and_correlations_for_many_ranks_and_long_rows(D, bias):
 @pytest.mark.parametrize("grid", [(1, 1), (2, 2), (4, 2), (2, 3)])
 @pytest.mark.parametrize("bias", [True, False])
 def test_threaded_gradient_is_the_log_posteriors_bit_for_bit(grid, bias):
-    """step_size="auto" takes its power iterations' gradients on the run's threads, one
+    """step_size="auto" takes its Lanczos steps' gradients on the run's threads, one
     stripe a task: they must be log_posterior's one-pass gradient bit for bit (the chosen
     step, and so the chains, depend on them), for any thread count."""
     D = 4

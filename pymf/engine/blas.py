@@ -1,7 +1,7 @@
 """One BLAS thread while a pymf run goes on (pymf.sample, pymf.fit, pymf.mpi.sample).
 
 Why: OpenBLAS's worker threads busy-wait for a while after every call, so a NumPy product
-in a run's Python orchestration (a norm in the automatic step's power iterations, a
+in a run's Python orchestration (a norm in the automatic step's Lanczos steps, a
 summary, a K x K eigenvalue problem) left them spinning on the very cores that the C
 core's OpenMP threads needed next. On 2 cores the full-data gradient of the 1024^2 NMF
 took 9-13 ms after a norm instead of 4.6 ms, which made the automatic step's choice cost

@@ -241,7 +241,7 @@ def minibatch_kick(sampler, data):
 
 def resolve_auto_step(sampler, chain, data, model, seed, burnin=0):
     """(sampler, info): a sampler with step_size="auto" gets a constant step chosen at the
-    chain's starting state (pymf.engine.autostep: power iterations on finite-difference
+    chain's starting state (pymf.engine.autostep: Lanczos steps on finite-difference
     Hessian-vector products of the full-data log posterior, half the stability limit,
     a pilot of the chain itself that halves the step while it diverges); the chain is put
     back at its start; with AutoStep(minibatch_noise=...), the stable step for the burnin
