@@ -16,6 +16,7 @@ from mcmc_stats import batch_means, bonferroni_z, z_scores
 from support import synthetic_ratings as synthetic
 
 import pymf
+from pymf._linalg import largest_eigenvalues
 from pymf.bpmf import _bpmf
 from pymf.bpmf.layout import Layout
 
@@ -147,6 +148,18 @@ def test_row_gram_and_correlations_for_many_ranks_and_long_rows(D, bias):
         for (diag, Rm), (want_diag, want_R) in zip(corr, want_corr):
             assert diag.tobytes() == want_diag.tobytes() and Rm.tobytes() == want_R.tobytes()
     assert not corr[1][1][lay.item_pos[5]].any()
+    # row_curvatures: several states at once (the states' rows listed once), each state's
+    # diagonals and the largest eigenvalue of each correlation matrix, the same bits
+    states = [p, random_params(300, 12, D, np.random.default_rng(5))]
+    wants = [[(d, largest_eigenvalues(Rm)) for d, Rm in
+              (numpy_correlations(H) for H in numpy_row_gram(lay.c, q, D, bias))] for q in states]
+    for threads in (1, 2, 3):
+        got = _bpmf.row_curvatures(lay.c, cm, states, threads)
+        for side, (diag, rho) in enumerate(got):
+            for k in range(len(states)):
+                assert diag[k].tobytes() == wants[k][side][0].tobytes()
+                assert rho[k].tobytes() == wants[k][side][1].tobytes()
+    assert got[1][1][0, lay.item_pos[5]] == 0.0
     # the correlations' two triangles are rounded apart, as NumPy's are (else a symmetric
     # copy of one triangle would pass)
     if D >= 7:

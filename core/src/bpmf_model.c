@@ -10,6 +10,7 @@
 #include <gsl/gsl_rng.h>
 
 #include "bpmf_internal.h"
+#include "pymf/eigen.h"
 #include "pymf/linalg.h"
 
 pymf_status pymf_bpmf_check(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
@@ -313,65 +314,96 @@ typedef struct {
     int out_of_memory;            /* row_gram: a stripe could not list its ratings by row */
 } stripe_context;
 
-/* one stripe's Gram matrices (pymf_bpmf_row_gram). Adding each rating's terms to its row's
- * matrix as the blocks list them touches a different row's (D + 1)^2 doubles at random for
- * every rating, which misses the cache and is bound by its loads and stores; so the stripe's
- * ratings are first listed by row (a counting sort over its blocks in turn, stable, so each
- * row's list keeps the layout's order) and each row's matrix is then summed whole, in
- * register tiles (row_gram_of): the same additions in the same order, so the same bits. The
- * lists take 4 bytes a rating and 8 a row; where they cannot be had, c->out_of_memory is
- * set. */
-static void row_gram_stripe(const stripe_task *st, void *ctx)
+/* A stripe's ratings listed by row: row i (of the stripe) pairs with the other side's rows
+ * others[i ? start[i - 1] : 0 .. start[i]), in the layout's order. Adding each rating's
+ * terms to its row's matrix as the blocks list them touches a different row's (D + 1)^2
+ * doubles at random for every rating, which misses the cache and is bound by its loads and
+ * stores; so the ratings are first listed by row (a counting sort over the stripe's blocks
+ * in turn, stable, so each row's list keeps the layout's order) and each row's matrix is
+ * then summed whole, in register tiles (row_gram_of): the same additions in the same order,
+ * so the same bits. 4 bytes a rating and 8 a row; 0 where they cannot be had. */
+typedef struct {
+    int64_t *start;
+    int32_t *others;
+} row_lists;
+
+static int list_stripe_rows(const stripe_task *st, const pymf_bpmf_data *d, row_lists *lists)
 {
-    stripe_context *c = ctx;
-    const pymf_bpmf_data *d = c->d;
-    const int D = c->model->rank, E = D + 1;
-    const double last = c->model->use_bias ? 1.0 : 0.0;
-    const size_t row = (size_t)E * (size_t)E;
     const int64_t n_rows = st->end - st->first;
-    double *H = c->own[st->users_side], *diag = c->own_bias[st->users_side];
-    const double *other_factors = st->users_side ? c->p->V : c->p->U;
     const int32_t *other_of = st->users_side ? d->items : d->users;
     int64_t n_ratings = 0;
     for (int o = 0; o < st->n_blocks; ++o) {
         const int s = st->first_block + o * st->block_step;
         n_ratings += d->block_ptr[s + 1] - d->block_ptr[s];
     }
-    const int stride = GRAM_STRIDE(E);
-    int64_t *list_start = calloc((size_t)n_rows + 1, sizeof *list_start);
+    int64_t *start = calloc((size_t)n_rows + 1, sizeof *start);
     int32_t *others = malloc((size_t)(n_ratings > 0 ? n_ratings : 1) * sizeof *others);
-    double *buffers = calloc((size_t)stride * (GRAM_PANEL + (size_t)stride), sizeof(double));
-    if (list_start == NULL || others == NULL || buffers == NULL) {
-        free(list_start);
+    if (start == NULL || others == NULL) {
+        free(start);
         free(others);
+        return 0;
+    }
+    for (int o = 0; o < st->n_blocks; ++o) {
+        const int s = st->first_block + o * st->block_step;
+        for (int64_t e = d->block_ptr[s]; e < d->block_ptr[s + 1]; ++e)
+            ++start[stripe_row(st, d, e) - st->first + 1];
+    }
+    for (int64_t i = 0; i < n_rows; ++i)
+        start[i + 1] += start[i];
+    /* start[i] serves as row i's cursor while filling; afterwards it is row i + 1's start */
+    for (int o = 0; o < st->n_blocks; ++o) {
+        const int s = st->first_block + o * st->block_step;
+        for (int64_t e = d->block_ptr[s]; e < d->block_ptr[s + 1]; ++e)
+            others[start[stripe_row(st, d, e) - st->first]++] = other_of[e];
+    }
+    lists->start = start;
+    lists->others = others;
+    return 1;
+}
+
+static void free_row_lists(row_lists *lists)
+{
+    free(lists->start);
+    free(lists->others);
+    lists->start = NULL;
+    lists->others = NULL;
+}
+
+/* row_gram_of's two buffers: GRAM_PANEL x stride doubles (zero in the columns from E on)
+ * and stride x stride; NULL if out of memory */
+static double *gram_buffers(int E)
+{
+    const int stride = GRAM_STRIDE(E);
+    return calloc((size_t)stride * (GRAM_PANEL + (size_t)stride), sizeof(double));
+}
+
+/* one stripe's Gram matrices (pymf_bpmf_row_gram) or diagonals and correlation matrices
+ * (pymf_bpmf_row_correlations), each row's summed whole from the stripe's row lists */
+static void row_gram_stripe(const stripe_task *st, void *ctx)
+{
+    stripe_context *c = ctx;
+    const int D = c->model->rank, E = D + 1;
+    const double last = c->model->use_bias ? 1.0 : 0.0;
+    const size_t row = (size_t)E * (size_t)E;
+    double *H = c->own[st->users_side], *diag = c->own_bias[st->users_side];
+    const double *other_factors = st->users_side ? c->p->V : c->p->U;
+    const int stride = GRAM_STRIDE(E);
+    row_lists lists;
+    double *buffers = gram_buffers(E);
+    if (buffers == NULL || !list_stripe_rows(st, c->d, &lists)) {
         free(buffers);
 #pragma omp atomic write
         c->out_of_memory = 1;
         return;
     }
-    for (int o = 0; o < st->n_blocks; ++o) {
-        const int s = st->first_block + o * st->block_step;
-        for (int64_t e = d->block_ptr[s]; e < d->block_ptr[s + 1]; ++e)
-            ++list_start[stripe_row(st, d, e) - st->first + 1];
-    }
-    for (int64_t i = 0; i < n_rows; ++i)
-        list_start[i + 1] += list_start[i];
-    /* list_start[i] serves as row i's cursor while filling; afterwards it is row i + 1's
-     * start, so row i's list is [i ? list_start[i - 1] : 0, list_start[i]) */
-    for (int o = 0; o < st->n_blocks; ++o) {
-        const int s = st->first_block + o * st->block_step;
-        for (int64_t e = d->block_ptr[s]; e < d->block_ptr[s + 1]; ++e)
-            others[list_start[stripe_row(st, d, e) - st->first]++] = other_of[e];
-    }
-    for (int64_t i = 0; i < n_rows; ++i) {
-        const int64_t from = i ? list_start[i - 1] : 0;
-        row_gram_of(D, last, other_factors, others + from, list_start[i] - from, buffers,
+    for (int64_t i = 0; i < st->end - st->first; ++i) {
+        const int64_t from = i ? lists.start[i - 1] : 0;
+        row_gram_of(D, last, other_factors, lists.others + from, lists.start[i] - from, buffers,
                     buffers + (size_t)GRAM_PANEL * (size_t)stride,
                     H + (size_t)(st->first + i) * row,
                     diag == NULL ? NULL : diag + (st->first + i) * E);
     }
-    free(list_start);
-    free(others);
+    free_row_lists(&lists);
     free(buffers);
 }
 
@@ -391,6 +423,73 @@ int pymf_bpmf_row_correlations(const pymf_bpmf_model *model, const pymf_bpmf_dat
     stripe_context c = {model, d, p, {R_item, R_user}, {diag_item, diag_user}, 0};
     for_each_stripe(d, n_threads, row_gram_stripe, &c);
     return !c.out_of_memory;
+}
+
+int pymf_bpmf_row_curvatures(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
+                             const pymf_bpmf_params *p, int n_sets, double *diag_user,
+                             double *rho_user, double *diag_item, double *rho_item,
+                             int n_threads)
+{
+    const int n_stripes = d->n_row_blocks + d->n_col_blocks;
+    const int D = model->rank, E = D + 1, stride = GRAM_STRIDE(E);
+    const double last = model->use_bias ? 1.0 : 0.0;
+    row_lists *lists = calloc((size_t)(n_stripes > 0 ? n_stripes : 1), sizeof *lists);
+    if (lists == NULL)
+        return 0;
+    if (n_threads <= 0)
+        n_threads = pymf_default_threads();
+    int out_of_memory = 0;
+    /* every stripe's lists once, for all the sets */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
+    for (int task = 0; task < n_stripes; ++task) {
+        const stripe_task st = stripe_task_of(d, task);
+        if (!list_stripe_rows(&st, d, &lists[task])) {
+#pragma omp atomic write
+            out_of_memory = 1;
+        }
+    }
+    if (!out_of_memory) {
+        /* then a task per (set, stripe), each writing its own rows of its own set */
+#pragma omp parallel num_threads(n_threads)
+        {
+            double *buffers = gram_buffers(E);
+            double *R = malloc((size_t)E * (size_t)E * sizeof *R);
+            double *work = malloc((size_t)PYMF_LARGEST_EIGENVALUE_WORK(E) * sizeof *work);
+            const int ok = buffers != NULL && R != NULL && work != NULL;
+            if (!ok) {
+#pragma omp atomic write
+                out_of_memory = 1;
+            }
+#pragma omp for schedule(dynamic, 1)
+            for (int job = 0; job < n_sets * n_stripes; ++job) {
+                if (!ok)
+                    continue;
+                const int set = job / n_stripes, task = job % n_stripes;
+                const stripe_task st = stripe_task_of(d, task);
+                const int64_t n_rows_side = st.users_side ? d->n_users : d->n_items;
+                const double *other_factors = st.users_side ? p[set].V : p[set].U;
+                double *diag = (st.users_side ? diag_user : diag_item) +
+                               (size_t)set * (size_t)n_rows_side * (size_t)E;
+                double *rho = (st.users_side ? rho_user : rho_item) +
+                              (size_t)set * (size_t)n_rows_side;
+                const row_lists *l = &lists[task];
+                for (int64_t i = 0; i < st.end - st.first; ++i) {
+                    const int64_t from = i ? l->start[i - 1] : 0;
+                    row_gram_of(D, last, other_factors, l->others + from, l->start[i] - from,
+                                buffers, buffers + (size_t)GRAM_PANEL * (size_t)stride, R,
+                                diag + (st.first + i) * E);
+                    rho[st.first + i] = pymf_largest_eigenvalue(E, R, work);
+                }
+            }
+            free(buffers);
+            free(R);
+            free(work);
+        }
+    }
+    for (int task = 0; task < n_stripes; ++task)
+        free_row_lists(&lists[task]);
+    free(lists);
+    return !out_of_memory;
 }
 
 double pymf_bpmf_log_posterior(const pymf_bpmf_model *model, const pymf_bpmf_data *d,

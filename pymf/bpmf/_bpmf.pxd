@@ -89,6 +89,10 @@ cdef extern from "pymf/bpmf.h" nogil:
                                    const pymf_bpmf_params *p, double *diag_user,
                                    double *R_user, double *diag_item, double *R_item,
                                    int n_threads)
+    int pymf_bpmf_row_curvatures(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
+                                 const pymf_bpmf_params *p, int n_sets, double *diag_user,
+                                 double *rho_user, double *diag_item, double *rho_item,
+                                 int n_threads)
     double pymf_bpmf_sq_error(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
                               const pymf_bpmf_params *p, int n_threads)
     double pymf_bpmf_log_posterior(const pymf_bpmf_model *model, const pymf_bpmf_data *d,

@@ -5,14 +5,13 @@ import time
 
 import numpy as np
 
-from pymf import _core_info
-from pymf._linalg import largest_eigenvalues
+from pymf._linalg import LAPACK_ABOVE, largest_eigenvalues
 from pymf.bpmf import _bpmf
 from pymf.bpmf.layout import Layout, _initial_params, bpmf_seeds
 from pymf.bpmf.samplers import DSGLD
 from pymf.data import stable_order
 from pymf.engine import autostep
-from pymf.engine.rowsteps import RowStepKernel, measure_side_by_side
+from pymf.engine.rowsteps import RowStepKernel
 from pymf.engine.seeds import seed_sequence
 
 
@@ -38,10 +37,6 @@ def _rmse(sq_error, n):
     return math.sqrt(sq_error / n) if n else float("nan")
 
 
-# the per-row measurement's chains side by side: at most this many bytes of their (D + 1)^2
-# matrices (counted as 2 arrays a chain: the correlations and, before the C core's
-# eigenvalues, eigvalsh's copy; now a conservative count) at once
-MEASURE_BYTES = 1 << 30
 _CHAIN_ARRAYS = ("U", "V", "a", "b", "lambdas")  # a DSGLD chain's state (with the round)
 
 
@@ -137,20 +132,12 @@ class ChainsKernel(RowStepKernel):
 
     def measure_row_steps(self):
         """(step_user, step_item, noise_user, noise_item), grid order: the curvature is the
-        chains' mean at their current state, each chain with its own tau. With several
-        threads the chains are measured side by side, a thread each (row_gram, NumPy's
-        products and the largest eigenvalues release the GIL), as many at once as
-        MEASURE_BYTES of their (D + 1)^2 matrices allow, and summed in chain order: the same
-        bits as one by one."""
+        chains' mean at their current state, each chain with its own tau, summed in chain
+        order (row_curvatures: every chain in one C pass on the run's threads)."""
         info = self.row_plan
         params = [self.chain_params(c) for c in range(self.n_chains)]
-        E = self.model.rank + 1
-        chain_bytes = 2 * (self.layout.c.n_users + self.layout.c.n_items) * E * E * 8
-        curvs = measure_side_by_side(
-            lambda p, threads: row_curvatures(self.layout.c, self.c_model, p, threads), params,
-            self.n_threads or _core_info.default_threads(), chain_bytes, MEASURE_BYTES)
         sums = None
-        for curv in curvs:
+        for curv in row_curvatures(self.layout.c, self.c_model, params, self.n_threads):
             parts = [x for side in curv for x in side]  # diag_u, rho_u, diag_v, rho_v
             sums = parts if sums is None else [a + b for a, b in zip(sums, parts)]
         diag_u, rho_u, diag_v, rho_v = (x / self.n_chains for x in sums)
@@ -163,26 +150,34 @@ class ChainsKernel(RowStepKernel):
         return su, si, su.copy(), si.copy()
 
 
-def row_curvatures(layout, c_model, p, n_threads=0):
-    """(users, items), each (diag, rho): diag (rows, D + 1, grid order) the curvature H_kk
-    of each row's coordinates (factors, then the bias), and rho (rows). H = tau sum_j
-    x_j x_j^T is the row's likelihood Hessian at the state p, x_j = (v_j, 1) (the other
-    side's factor row and bias; its tau); rho, the largest eigenvalue of its
-    correlation matrix diag(H)^-1/2 H diag(H)^-1/2 (1 to D + 1), so that steps
-    c_k <= kappa / (H_kk rho) keep the preconditioned curvature at most kappa in every
-    direction (H_kk rho is what bounds coordinate k's share of the minibatch noise). 0
-    where a row has no ratings (and for the bias without biases). The sums and the
-    correlation matrices are the C core's (_bpmf.row_correlations: each row's terms in the
-    layout's order, the same bits for any thread count, and the correlations NumPy would
-    compute from _bpmf.row_gram's sums); the largest eigenvalues are the C core's too
-    (pymf._linalg: Householder and bisection, NumPy's eigvalsh to a few units of rounding
-    at 2-3x its speed)."""
-    tau = float(p.lambdas[-1])
+def row_curvatures(layout, c_model, params, n_threads=0):
+    """For each state p of the list `params`: ((diag, rho) of the users, (diag, rho) of the
+    items), diag (rows, D + 1, grid order) the curvature H_kk of each row's coordinates
+    (factors, then the bias), and rho (rows). H = tau sum_j x_j x_j^T is the row's
+    likelihood Hessian at the state p, x_j = (v_j, 1) (the other side's factor row and bias;
+    its tau); rho, the largest eigenvalue of its correlation matrix diag(H)^-1/2 H
+    diag(H)^-1/2 (1 to D + 1, and 1 where a row has no ratings), so that steps c_k <= kappa
+    / (H_kk rho) keep the preconditioned curvature at most kappa in every direction (H_kk
+    rho is what bounds coordinate k's share of the minibatch noise). 0 where a row has no
+    ratings (and for the bias without biases). The sums are the C core's (each row's terms
+    in the layout's order: the same bits for any thread count), and so are the largest
+    eigenvalues (pymf._linalg: Householder and bisection, NumPy's eigvalsh to a few units of
+    rounding at 2-3x its speed), row by row without keeping the matrices
+    (_bpmf.row_curvatures); past pymf._linalg.LAPACK_ABOVE coordinates, NumPy's eigenvalues
+    of _bpmf.row_correlations' matrices, one state at a time."""
+    if c_model[0] + 1 <= LAPACK_ABOVE:  # c_model[0]: the rank
+        (du, ru), (di, ri) = _bpmf.row_curvatures(layout, c_model, params, n_threads)
+        per_state = [((du[k], ru[k]), (di[k], ri[k])) for k in range(len(params))]
+    else:
+        per_state = [tuple((diag, largest_eigenvalues(R))
+                           for diag, R in _bpmf.row_correlations(layout, c_model, p, n_threads))
+                     for p in params]
     out = []
-    for diag, R in _bpmf.row_correlations(layout, c_model, p, n_threads):
-        rho = np.maximum(largest_eigenvalues(R), 1.0)  # an empty stack gives an empty rho
-        out.append((tau * diag, rho))
-    return out[0], out[1]
+    for p, sides in zip(params, per_state):
+        tau = float(p.lambdas[-1])
+        # np.maximum: 1 where a row has no ratings (an empty stack gives an empty rho)
+        out.append(tuple((tau * diag, np.maximum(rho, 1.0)) for diag, rho in sides))
+    return out
 
 
 class BPMFKernel(ChainsKernel):

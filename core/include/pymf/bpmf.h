@@ -145,6 +145,17 @@ int pymf_bpmf_row_gram(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
 int pymf_bpmf_row_correlations(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
                                const pymf_bpmf_params *p, double *diag_user, double *R_user,
                                double *diag_item, double *R_item, int n_threads);
+/* What the per-row step bound needs of n_sets states p[0 .. n_sets - 1] (DSGLD's chains)
+ * without keeping any matrix: each row's diagonal diag (D + 1 doubles) and rho, the
+ * largest eigenvalue of its correlation matrix (pymf_largest_eigenvalue of
+ * pymf_bpmf_row_correlations' R, the same bits), set after set: diag_user (n_sets x
+ * n_users x (D + 1)), rho_user (n_sets x n_users), and the items' likewise. Each stripe's
+ * ratings are listed by row once for all the sets; then a task per set and stripe. The
+ * same bits for any thread count. Returns 0 if out of memory, else 1. */
+int pymf_bpmf_row_curvatures(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
+                             const pymf_bpmf_params *p, int n_sets, double *diag_user,
+                             double *rho_user, double *diag_item, double *rho_item,
+                             int n_threads);
 /* Log posterior of (U, V, a, b) given the precisions, up to a constant, and its gradient
  * (each out array may be NULL). */
 double pymf_bpmf_log_posterior(const pymf_bpmf_model *model, const pymf_bpmf_data *d,
