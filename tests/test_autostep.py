@@ -185,6 +185,45 @@ def test_dsgld_run_takes_the_auto_pilots_rounds_as_its_own_and_is_the_same_chain
     assert first.params["auto_step"] == again.params["auto_step"]
 
 
+@pytest.mark.parametrize("case", ["psgld", "ld-phi"])
+def test_nmf_run_takes_the_auto_pilots_iterations_as_its_own_and_is_the_same_chain(
+        monkeypatch, case):
+    """The CPU Langevin chains' pilot (a constant step) is the run's first 20 iterations
+    too: PSGLD with its per-row bound after the burn-in, and LD on Gaussian MF with phi
+    sampled (which the snapshot must carry: without it the draws move). The run that
+    takes them keeps the same draws and trace as the run made to run them again."""
+    from pymf.engine import kernel as engine_kernel
+    rng = np.random.default_rng(2)
+    if case == "psgld":
+        V = rng.poisson(rng.gamma(2, 1, (40, 3)) @ rng.gamma(2, 1, (3, 30))).astype(float)
+        model, sampler = pymf.TweedieNMF(3), pymf.PSGLD(blocks=2, n_threads=1)
+    else:
+        V = rng.normal(size=(40, 2)) @ rng.normal(size=(2, 30)) + rng.normal(0, 0.5, (40, 30))
+        model = pymf.TweedieNMF(2, beta=2, phi="sample", prior="gaussian")
+        sampler = pymf.LD(n_threads=1)
+    taken = []
+    take = engine_kernel.Kernel.take_pilot
+
+    def spy(kernel, pilot):
+        taken.append(take(kernel, pilot))
+        return taken[-1]
+
+    def run():
+        return pymf.sample(model, V, sampler, n_samples=40, burnin=40, thin=5, seed=3,
+                           trace_every=20, progress=False)
+
+    monkeypatch.setattr(engine_kernel.Kernel, "take_pilot", spy)
+    first = run()
+    assert taken == [True]
+    monkeypatch.setattr(engine_kernel.Kernel, "take_pilot", lambda kernel, pilot: False)
+    again = run()
+    np.testing.assert_array_equal(first.W_samples, again.W_samples)
+    np.testing.assert_array_equal(first.H_samples, again.H_samples)
+    for key in ("iteration", "loglik") + (("phi",) if case == "ld-phi" else ()):
+        np.testing.assert_array_equal(first.trace[key], again.trace[key])
+    assert first.params["auto_step"] == again.params["auto_step"]
+
+
 def test_linear_gaussian_auto_step_is_the_rule_on_the_preconditioned_curvature():
     """The linear-Gaussian samplers' "auto" (their default): eps = 1 / lambda_max(P H) with
     H = A^T A / noise_var + I / prior_var exact here, P the sampler's preconditioner at the

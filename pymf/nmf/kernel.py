@@ -12,6 +12,7 @@ and a run resumed from a checkpoint continues exactly as if it had not stopped.
 """
 import copy
 import math
+import time
 
 import numpy as np
 
@@ -239,14 +240,16 @@ def minibatch_kick(sampler, data):
     return max(1.0, poisson_quantile(n_min / s, KICK_QUANTILE) * s / n_min)
 
 
-def resolve_auto_step(sampler, chain, data, model, seed, burnin=0):
+def resolve_auto_step(sampler, chain, data, model, seed, burnin=0, kept=None):
     """(sampler, info): a sampler with step_size="auto" gets a constant step chosen at the
     chain's starting state (pymf.engine.autostep: Lanczos steps on finite-difference
     Hessian-vector products of the full-data log posterior, half the stability limit,
     a pilot of the chain itself that halves the step while it diverges); the chain is put
     back at its start; with AutoStep(minibatch_noise=...), the stable step for the burnin
     units and the bounded one after them (pymf.engine.steps.with_burnin). Any other
-    sampler comes back unchanged with info None."""
+    sampler comes back unchanged with info None. kept (a list): a CPU Langevin chain's
+    accepted pilot units are appended to it as an autostep.KeptPilot (the snapshot
+    FactorKernel takes), for the run's first call to take (pymf.engine.driver)."""
     if not autostep.is_auto(getattr(sampler, "step_size", None)):
         return sampler, None
     W0, Ht0, _ = chain.get_state()
@@ -269,13 +272,29 @@ def resolve_auto_step(sampler, chain, data, model, seed, burnin=0):
     start = chain.loglik()
     phi0 = model.initial_phi
 
+    accepted = []
+
     def pilot(eps):
+        accepted.clear()
+        steps = np.full(autostep.PILOT_UNITS, eps)
         try:
-            chain.run(np.full(autostep.PILOT_UNITS, eps))
+            started = time.perf_counter()
+            chain.run(steps)
             W, Ht, _ = chain.get_state()
             value = chain.loglik()
-            return (bool(np.all(np.isfinite(W)) and np.all(np.isfinite(Ht)))
-                    and math.isfinite(value) and value >= start - abs(start))
+            ok = (bool(np.all(np.isfinite(W)) and np.all(np.isfinite(Ht)))
+                  and math.isfinite(value) and value >= start - abs(start))
+            if ok and kept is not None and isinstance(chain, _sgld.LangevinChain):
+                # FactorKernel.snapshot()'s arrays at the pilot's end (the CPU Langevin
+                # chains'; HAMCMC's and alpha-stable MF's snapshots hold more: they keep
+                # nothing)
+                snapshot = {"W_grid": np.array(W), "Ht_grid": np.array(Ht),
+                            "t": np.array(autostep.PILOT_UNITS)}
+                if getattr(model, "sample_phi", False):
+                    snapshot["phi"] = np.array(chain.phi)
+                accepted.append(autostep.KeptPilot(steps, snapshot,
+                                                   time.perf_counter() - started))
+            return ok
         finally:
             chain.set_state(W0, Ht0, 0)
             if getattr(model, "sample_phi", False):  # the pilot drew phi too
@@ -310,6 +329,8 @@ def resolve_auto_step(sampler, chain, data, model, seed, burnin=0):
                         row_steps_from=int(burnin) + 1)
     resolved = copy.copy(sampler)
     resolved.step_size = with_burnin(ConstantStep, eps, info, burnin)
+    if kept is not None:
+        kept.extend(accepted)
     return resolved, info
 
 

@@ -12,7 +12,8 @@ from pymf.nmf.kernel import (FactorKernel, GridMap, blocked_data, check_init, ma
 from pymf.nmf.result import FitResult, SampleResult
 
 
-def _setup(model, data, sampler, seed, init, test, chain_factory=make_chain, burnin=0):
+def _setup(model, data, sampler, seed, init, test, chain_factory=make_chain, burnin=0,
+           kept_pilot=None):
     """Validated data, the kernel at its starting state, and the run's recorded facts.
     chain_factory: make_chain's signature; another family's sampler of this model (HAMCMC)
     passes its own. burnin: the run's, for an "auto" step's burn-in phase."""
@@ -44,7 +45,8 @@ def _setup(model, data, sampler, seed, init, test, chain_factory=make_chain, bur
     del W0, H0
     chain.set_state(*start, 0)
     del start
-    sampler, auto_step = resolve_auto_step(sampler, chain, data, model, seed, burnin)
+    sampler, auto_step = resolve_auto_step(sampler, chain, data, model, seed, burnin,
+                                           kept_pilot)
     facts = run_facts(model, sampler, seed, shape, data.n_observed, n_blocks, batch)
     if auto_step is not None:
         facts["auto_step"] = auto_step
@@ -69,9 +71,13 @@ def sample_nmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ini
                                f"{gpu.why_unavailable()}")
     plan = driver.Plan(n_samples, burnin, thin, trace_every, checkpoint_every,
                        trace_at_start=True)
+    kept_pilot = []
     observed, test, grid, chain, seed, facts, fingerprint, sampler = _setup(
-        model, data, sampler, seed, init, test, chain_factory, burnin)
+        model, data, sampler, seed, init, test, chain_factory, burnin, kept_pilot)
     kernel = kernel_class(chain, grid, model, test)
+    # step_size="auto"'s accepted pilot: the run's first units, unless the loop must run
+    # them (pymf.engine.driver)
+    kernel.kept_pilot = kept_pilot[0] if kept_pilot else None
     if "row_noise" in facts.get("auto_step", {}):
         kernel.plan_row_steps(facts["auto_step"])  # PSGLD's per-row bound after the burn-in
     params = sample_params(facts, n_samples, burnin, thin, sampler, test)
