@@ -54,7 +54,8 @@ def choice_seconds(model, V, eps, args, seed, pairs=5):
     """What choosing the step costs, measured directly: the median over `pairs` of a
     one-iteration run with "auto" minus the same run with the chosen step given by hand
     (Lanczos steps, pilot and their log-likelihoods; the per-row bound's measurement
-    after a burn-in is not in it). The difference of two whole runs, also reported,
+    after a burn-in is not in it; the pilot's units are, which a run observed first at
+    its 20th unit or later takes as its own). The difference of two whole runs, also reported,
     carries their run-to-run spread, which on a shared machine exceeds the choice."""
     def one(step):
         started = time.perf_counter()
