@@ -12,12 +12,15 @@ Gibbs' seconds per sweep, DSGLD's seconds per round, the time each method needs 
 Gibbs' 100-sweep RMSE, the ratio (target: DSGLD >= 10x sooner), and the RMSE-against-time
 curves (PNG). tau = 1/0.8^2 (the generator's noise) is fixed for every method, so that
 the comparison is of the samplers, not of a noise model. Threads: --threads (default: all
-cores); the machine's dgemm rate is measured in the same run.
+cores); the machine's dgemm rate is measured in the same run. --auto-cost PAIRS also
+measures what step_size="auto" costs a run, against Gibbs' seconds in the same process
+(issue "works without tuning": <= 5 % of a typical run).
 """
 import argparse
 import json
 import math
 import os
+import statistics
 import sys
 import time
 
@@ -51,6 +54,39 @@ def dgemm_gflops():
     return 2 * 1024 ** 3 / best / 1e9
 
 
+def auto_cost(model, train, test, args, threads, gibbs_seconds):
+    """What step_size="auto" costs a DSGLD run here: the median over alternated pairs of the
+    wall time of a short run (2 x --burnin rounds, traced at the burn-in's end, so that the
+    pilot's 20 rounds are the run's own when the burn-in is 20 or more) with "auto" minus the
+    same run with the step it chose given by hand. The difference holds the curvature's
+    Lanczos steps, the per-row measurement at the burn-in's end and the bounded rounds'
+    extra work; each pair also carries the runs' spread on a shared machine."""
+    blocks = 2 if args.splits[-1] == "square" else (4, 2)
+
+    def one(step):
+        sampler = pymf.DSGLD(chains=args.chains, split=args.splits[-1], blocks=blocks,
+                             batch_size=args.batch_size, round_length=10, step_size=step,
+                             hyper_every=10, n_threads=threads)
+        started = time.perf_counter()
+        res = pymf.sample(model, train, sampler, n_samples=args.burnin, burnin=args.burnin,
+                          thin=10, seed=0, test=test, keep_samples=False,
+                          trace_every=args.burnin, progress=False)
+        return time.perf_counter() - started, res
+
+    _, first = one("auto")  # the step "auto" chooses, and a warm-up
+    chosen = first.params["sampler"]["step_size"]
+    given = pymf.AnnealedStep(chosen["eps0"], chosen["kappa"], chosen["gamma"])
+    differences = []
+    for _ in range(args.auto_cost):
+        auto_seconds, _ = one("auto")
+        given_seconds, _ = one(given)
+        differences.append(auto_seconds - given_seconds)
+    median = statistics.median(differences)
+    return {"pairs": args.auto_cost, "rounds": 2 * args.burnin, "differences": differences,
+            "median_seconds": median, "share_of_gibbs": median / gibbs_seconds,
+            "auto_step": first.params["auto_step"]}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--ranks", type=int, nargs="+", default=[10, 30])
@@ -68,6 +104,11 @@ def main(argv=None):
                    help="a JSON of an earlier run of this benchmark on the same matrix: reuse "
                         "its Gibbs level, time and curve instead of running Gibbs again")
     p.add_argument("--splits", nargs="+", default=["square", "hybrid"])
+    p.add_argument("--auto-cost", type=int, default=0, metavar="PAIRS",
+                   help="also measure what step_size='auto' costs: PAIRS alternated pairs of "
+                        "short runs (the last split, 2 x the burn-in rounds, traced at the "
+                        "burn-in's end) with 'auto' and with the step it chose given by hand; "
+                        "the median difference, against Gibbs' seconds (target: <= 5 %%)")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--out", default="results/dsgld_large")
     args = p.parse_args(argv)
@@ -137,6 +178,14 @@ def main(argv=None):
                              "seconds_per_unit": float(times[-1]) / max(rounds, 1),
                              "final_rmse": float(rmse[-1]), "time_to_level": reach,
                              "times_sooner": gibbs_seconds / reach})
+        if args.auto_cost:
+            entry["auto_cost"] = auto_cost(model, train, test, args, threads, gibbs_seconds)
+            cost = entry["auto_cost"]
+            print(f"D = {D}: 'auto' costs {cost['median_seconds']:.2f} s (pairs: "
+                  f"{', '.join(f'{x:.2f}' for x in cost['differences'])}), "
+                  f"{100 * cost['share_of_gibbs']:.1f} % of Gibbs' {gibbs_seconds:.1f} s "
+                  f"(target 5 %: {'met' if cost['share_of_gibbs'] <= 0.05 else 'MISSED'})",
+                  flush=True)
         document["ranks"][str(D)] = entry
         panels.append((f"D = {D}", curves))
     document["plot"] = plot_traces(panels, args.out + ".png",
