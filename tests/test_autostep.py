@@ -144,6 +144,22 @@ def test_bpmf_auto_step_never_diverges_and_is_near_the_best_of_a_ladder():
     assert again.params["auto_step"] == info
 
 
+def _with_and_without_the_pilot(monkeypatch, kernel_class, run):
+    """(what kernel_class.take_pilot answered, run(), run() again with every kept pilot
+    refused, so that the loop runs its units)."""
+    taken = []
+    take = kernel_class.take_pilot
+
+    def spy(kernel, pilot):
+        taken.append(take(kernel, pilot))
+        return taken[-1]
+
+    monkeypatch.setattr(kernel_class, "take_pilot", spy)
+    first = run()
+    monkeypatch.setattr(kernel_class, "take_pilot", lambda kernel, pilot: False)
+    return taken, first, run()
+
+
 @pytest.mark.parametrize("trace_every, burnin_rmse, taken_expected", [
     (20, None, [True]),   # nothing observed in the pilot's 20 rounds: the run takes them
     (10, None, []),       # a trace point at round 10: the run runs them again
@@ -161,23 +177,14 @@ def test_dsgld_run_takes_the_auto_pilots_rounds_as_its_own_and_is_the_same_chain
     if a refused pilot were taken."""
     from pymf.engine import rowsteps
     train, test = synthetic_ratings(L=60, M=40, D=2, density=0.5, seed=4).split(0.2, seed=1)
-    taken = []
-    take = rowsteps.RowStepKernel.take_pilot
-
-    def spy(kernel, pilot):
-        taken.append(take(kernel, pilot))
-        return taken[-1]
 
     def run():
         return pymf.sample(pymf.BPMF(2), train, pymf.DSGLD(blocks=2, n_threads=1),
                            n_samples=40, burnin=40, thin=5, seed=3, test=test,
                            trace_every=trace_every, burnin_rmse=burnin_rmse, progress=False)
 
-    monkeypatch.setattr(rowsteps.RowStepKernel, "take_pilot", spy)
-    first = run()
+    taken, first, again = _with_and_without_the_pilot(monkeypatch, rowsteps.RowStepKernel, run)
     assert taken == taken_expected
-    monkeypatch.setattr(rowsteps.RowStepKernel, "take_pilot", lambda kernel, pilot: False)
-    again = run()
     for key in "UVab":
         np.testing.assert_array_equal(first.samples[key], again.samples[key])
     for key in ("iteration", "train_rmse", "test_rmse"):
@@ -201,22 +208,13 @@ def test_nmf_run_takes_the_auto_pilots_iterations_as_its_own_and_is_the_same_cha
         V = rng.normal(size=(40, 2)) @ rng.normal(size=(2, 30)) + rng.normal(0, 0.5, (40, 30))
         model = pymf.TweedieNMF(2, beta=2, phi="sample", prior="gaussian")
         sampler = pymf.LD(n_threads=1)
-    taken = []
-    take = engine_kernel.Kernel.take_pilot
-
-    def spy(kernel, pilot):
-        taken.append(take(kernel, pilot))
-        return taken[-1]
 
     def run():
         return pymf.sample(model, V, sampler, n_samples=40, burnin=40, thin=5, seed=3,
                            trace_every=20, progress=False)
 
-    monkeypatch.setattr(engine_kernel.Kernel, "take_pilot", spy)
-    first = run()
+    taken, first, again = _with_and_without_the_pilot(monkeypatch, engine_kernel.Kernel, run)
     assert taken == [True]
-    monkeypatch.setattr(engine_kernel.Kernel, "take_pilot", lambda kernel, pilot: False)
-    again = run()
     np.testing.assert_array_equal(first.W_samples, again.W_samples)
     np.testing.assert_array_equal(first.H_samples, again.H_samples)
     for key in ("iteration", "loglik") + (("phi",) if case == "ld-phi" else ()):
