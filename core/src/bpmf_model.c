@@ -377,17 +377,33 @@ static double *gram_buffers(int E)
     return calloc((size_t)stride * (GRAM_PANEL + (size_t)stride), sizeof(double));
 }
 
+/* Each row of the stripe summed whole from its list (row_gram_of, buffers from
+ * gram_buffers): its Gram matrix into H + (first + i) E^2, or with diag its diagonal into
+ * diag + (first + i) E and its correlation matrix into H, which then advances by h_step
+ * doubles a row (E^2 to keep every row's, 0 to reuse one matrix); with rho also the
+ * matrix's largest eigenvalue into rho[first + i] (work: PYMF_LARGEST_EIGENVALUE_WORK(E)) */
+static void sum_stripe_rows(int D, double last, const double *other_factors,
+                            const stripe_task *st, const row_lists *lists, double *buffers,
+                            double *H, size_t h_step, double *diag, double *rho, double *work)
+{
+    const int E = D + 1, stride = GRAM_STRIDE(E);
+    for (int64_t i = 0; i < st->end - st->first; ++i) {
+        const int64_t from = i ? lists->start[i - 1] : 0, row = st->first + i;
+        double *Hi = H + (size_t)row * h_step;
+        row_gram_of(D, last, other_factors, lists->others + from, lists->start[i] - from,
+                    buffers, buffers + (size_t)GRAM_PANEL * (size_t)stride, Hi,
+                    diag == NULL ? NULL : diag + row * E);
+        if (rho != NULL)
+            rho[row] = pymf_largest_eigenvalue(E, Hi, work);
+    }
+}
+
 /* one stripe's Gram matrices (pymf_bpmf_row_gram) or diagonals and correlation matrices
- * (pymf_bpmf_row_correlations), each row's summed whole from the stripe's row lists */
+ * (pymf_bpmf_row_correlations) */
 static void row_gram_stripe(const stripe_task *st, void *ctx)
 {
     stripe_context *c = ctx;
-    const int D = c->model->rank, E = D + 1;
-    const double last = c->model->use_bias ? 1.0 : 0.0;
-    const size_t row = (size_t)E * (size_t)E;
-    double *H = c->own[st->users_side], *diag = c->own_bias[st->users_side];
-    const double *other_factors = st->users_side ? c->p->V : c->p->U;
-    const int stride = GRAM_STRIDE(E);
+    const int E = c->model->rank + 1;
     row_lists lists;
     double *buffers = gram_buffers(E);
     if (buffers == NULL || !list_stripe_rows(st, c->d, &lists)) {
@@ -396,13 +412,10 @@ static void row_gram_stripe(const stripe_task *st, void *ctx)
         c->out_of_memory = 1;
         return;
     }
-    for (int64_t i = 0; i < st->end - st->first; ++i) {
-        const int64_t from = i ? lists.start[i - 1] : 0;
-        row_gram_of(D, last, other_factors, lists.others + from, lists.start[i] - from, buffers,
-                    buffers + (size_t)GRAM_PANEL * (size_t)stride,
-                    H + (size_t)(st->first + i) * row,
-                    diag == NULL ? NULL : diag + (st->first + i) * E);
-    }
+    sum_stripe_rows(c->model->rank, c->model->use_bias ? 1.0 : 0.0,
+                    st->users_side ? c->p->V : c->p->U, st, &lists, buffers,
+                    c->own[st->users_side], (size_t)E * (size_t)E,
+                    c->own_bias[st->users_side], NULL, NULL);
     free_row_lists(&lists);
     free(buffers);
 }
@@ -431,7 +444,7 @@ int pymf_bpmf_row_curvatures(const pymf_bpmf_model *model, const pymf_bpmf_data 
                              int n_threads)
 {
     const int n_stripes = d->n_row_blocks + d->n_col_blocks;
-    const int D = model->rank, E = D + 1, stride = GRAM_STRIDE(E);
+    const int D = model->rank, E = D + 1;
     const double last = model->use_bias ? 1.0 : 0.0;
     row_lists *lists = calloc((size_t)(n_stripes > 0 ? n_stripes : 1), sizeof *lists);
     if (lists == NULL)
@@ -467,19 +480,13 @@ int pymf_bpmf_row_curvatures(const pymf_bpmf_model *model, const pymf_bpmf_data 
                 const int set = job / n_stripes, task = job % n_stripes;
                 const stripe_task st = stripe_task_of(d, task);
                 const int64_t n_rows_side = st.users_side ? d->n_users : d->n_items;
-                const double *other_factors = st.users_side ? p[set].V : p[set].U;
-                double *diag = (st.users_side ? diag_user : diag_item) +
-                               (size_t)set * (size_t)n_rows_side * (size_t)E;
-                double *rho = (st.users_side ? rho_user : rho_item) +
-                              (size_t)set * (size_t)n_rows_side;
-                const row_lists *l = &lists[task];
-                for (int64_t i = 0; i < st.end - st.first; ++i) {
-                    const int64_t from = i ? l->start[i - 1] : 0;
-                    row_gram_of(D, last, other_factors, l->others + from, l->start[i] - from,
-                                buffers, buffers + (size_t)GRAM_PANEL * (size_t)stride, R,
-                                diag + (st.first + i) * E);
-                    rho[st.first + i] = pymf_largest_eigenvalue(E, R, work);
-                }
+                sum_stripe_rows(D, last, st.users_side ? p[set].V : p[set].U, &st,
+                                &lists[task], buffers, R, 0,
+                                (st.users_side ? diag_user : diag_item) +
+                                    (size_t)set * (size_t)n_rows_side * (size_t)E,
+                                (st.users_side ? rho_user : rho_item) +
+                                    (size_t)set * (size_t)n_rows_side,
+                                work);
             }
             free(buffers);
             free(R);

@@ -26,10 +26,11 @@
 3. Pilot. PILOT_UNITS units from the start with that step (the family's own chain, put
    back afterwards); if they diverge or the log posterior falls by more than its own
    scale, the step is halved (at most MAX_BACKOFFS times). A family whose pilot runs the
-   schedule's own first steps (DSGLD's: its annealed steps from eps) keeps the accepted
-   pilot's end state (KeptPilot), and the run's first call takes it instead of running
-   the same units again (pymf.engine.driver): the same chain, without paying for its
-   first PILOT_UNITS units twice (at 10^7 ratings about 2 s, twenty DSGLD rounds).
+   schedule's own first steps (DSGLD's annealed steps from eps; the constant step of the
+   CPU Langevin chains on NMF) keeps the accepted pilot's end state (KeptPilot), and the
+   run's first call takes it instead of running the same units again where nothing is
+   observed inside them (pymf.engine.driver): the same chain, without paying for its first
+   PILOT_UNITS units twice (at 10^7 ratings about 2 s, twenty DSGLD rounds).
 
 4. Minibatch noise (optional: AutoStep(minibatch_noise=delta)). A stochastic gradient whose
    likelihood term is a minibatch scaled up by s = N / m (DSGLD: N G / (P Q m), a block's
@@ -103,7 +104,7 @@ Over MPI the runner computes the step as shared memory does, on one rank, and br
 
 The cost is LANCZOS_STEPS + 1 full gradients plus the pilot: on the paper's 1024^2
 Poisson NMF with PSGLD on an 8 x 8 grid about 100 iterations' worth (bench/auto_step.py),
-0.13 s on 2 cores, a few percent of a run of thousands of iterations. That holds because a
+0.11 s on 2 cores (the pilot's included), a few percent of a run of thousands of iterations. That holds because a
 run keeps BLAS to one thread (pymf.engine.blas): the norms here are NumPy products, and
 OpenBLAS's spinning workers otherwise doubled the gradients' time. What was chosen is
 recorded in the result (params["auto_step"]).

@@ -331,7 +331,7 @@ def run(kernel, plan, *, seed, step_size=None, keep_draws=True, sample_dir=None,
                 taken = pilot is not None and _takes_pilot(kernel, pilot, t, k, step_size,
                                                            per_unit)
                 k = len(pilot.steps) if taken else min(k, chunk)
-                steps = (np.zeros(k) if step_size is None
+                steps = (pilot.steps if taken else np.zeros(k) if step_size is None
                          else np.ascontiguousarray(step_size(np.arange(t + 1, t + k + 1)),
                                                    dtype=np.float64))
                 started = time.perf_counter()
