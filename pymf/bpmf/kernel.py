@@ -230,13 +230,14 @@ class BPMFKernel(ChainsKernel):
             self.train_values = ratings.values
             self.t = 0
 
-    def auto_step(self, seed, schedule=None):
+    def auto_step(self, seed, schedule=None, burnin=0):
         """The step chosen for step_size="auto" (pymf.engine.autostep) at the chains'
         starting state (chain 0): lambda_max of the full-data log posterior given the
         precisions, by finite-difference Hessian-vector products; eps0 = half the stability
         limit (and, with AutoStep(minibatch_noise=delta), at most the bound on the minibatch
-        noise, for minibatch_scale), halved while a pilot of PILOT_UNITS rounds of every
-        chain diverges; the chains are put back at their start. schedule(eps): the steps the
+        noise, for minibatch_scale), halved while a pilot of every chain diverges
+        (autostep.pilot_units: 20 rounds, or up to the whole burnin where 10^6 minibatch
+        draws pay for it); the chains are put back at their start. schedule(eps): the steps the
         run will take from eps (a callable of the rounds 1, 2, ...), which the pilot runs; its
         accepted end state is kept as kept_pilot for the run's first call (None: the pilot
         runs eps itself and nothing is kept). Returns (eps0, info)."""
@@ -264,7 +265,7 @@ class BPMFKernel(ChainsKernel):
 
         def pilot(eps):
             self.kept_pilot = None
-            units = np.arange(1, autostep.PILOT_UNITS + 1)
+            units = np.arange(1, n_pilot_units + 1)
             steps = np.full(len(units), eps) if schedule is None else \
                 np.ascontiguousarray(schedule(eps)(units), dtype=np.float64)
             try:
@@ -280,10 +281,12 @@ class BPMFKernel(ChainsKernel):
                     self.c.set_state(c, p.U, p.V, p.a, p.b, p.lambdas, 0)
                 self.t = 0
 
+        n_pilot_units = autostep.pilot_units(burnin, self.draws_per_round)
         theta = np.concatenate([p0.U.ravel(), p0.V.ravel(), p0.a.ravel(), p0.b.ravel()])
         eps, info = autostep.choose(gradient, theta, seed_sequence(seed), pilot,
                                     step=self.sampler.step_size,
-                                    minibatch_scale=self.minibatch_scale)
+                                    minibatch_scale=self.minibatch_scale,
+                                    n_pilot_units=n_pilot_units)
         step = self.sampler.step_size
         if step.minibatch_noise is None and step.per_row and self.minibatch_scale > 1.0:
             info.update(row_noise=autostep.ROW_NOISE, minibatch_scale=self.minibatch_scale)
@@ -294,6 +297,14 @@ class BPMFKernel(ChainsKernel):
 
     def apply_row_steps(self, step_user, step_item, noise_user, noise_item, from_round):
         self.c.set_row_steps(step_user, step_item, noise_user, noise_item, from_round)
+
+    @property
+    def draws_per_round(self):
+        """Minibatch draws of one round of every chain: each chain steps through one group
+        of P Q / G blocks on average, round_length minibatches of batch_size each."""
+        P, Q = self.sampler.grid
+        return (self.n_chains * self.sampler.round_length * self.sampler.batch_size
+                * P * Q / self.layout.c.n_groups)
 
     @property
     def minibatch_scale(self):

@@ -153,7 +153,7 @@ class _ServerChains(ChainsKernel):
                                      int(self.setup.hyper_seeds[c]), round_)
             self.t = round_
 
-    def auto_step(self, seed, schedule=None):
+    def auto_step(self, seed, schedule=None, burnin=0):
         """step_size="auto": what shared memory chooses for the same data, settings and
         seed. The server holds every chain and the whole ratings, so it builds the
         shared-memory chains at the same start (init included) and runs their rule and
@@ -165,7 +165,7 @@ class _ServerChains(ChainsKernel):
             kernel.set_initial(self.init)
         # the same pilot steps as shared memory's; its kept end state stays with this
         # throwaway kernel (the workers run the pilot's rounds again)
-        return kernel.auto_step(seed, schedule)
+        return kernel.auto_step(seed, schedule, burnin)
 
     def chain_params(self, chain):
         return self.params[chain]

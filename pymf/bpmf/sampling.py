@@ -94,7 +94,8 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, in
             return AnnealedStep(eps * (1 + 1 / AUTO_KAPPA) ** 0.51, AUTO_KAPPA)
 
         # the MPI parameter server's kernel has its own auto_step: the same step
-        eps0, auto_step = kernel.auto_step(seed, annealed_from)
+        eps0, auto_step = kernel.auto_step(seed, annealed_from,
+                                           burnin if burnin_rmse is None else 0)
         # a step bounded for the minibatch noise runs after the burn-in (a burn-in that
         # ends at burnin_rmse may end early: then the bounded step from the start)
         sampler = copy.copy(sampler)

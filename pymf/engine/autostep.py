@@ -24,7 +24,8 @@
    only; the others, far less stiff, are hardly touched. A decaying schedule gets the same
    eps as its first step.
 3. Pilot. PILOT_UNITS units from the start with that step (the family's own chain, put
-   back afterwards); if they diverge or the log posterior falls by more than its own
+   back afterwards; DSGLD's runs up to the whole burn-in where PILOT_DRAWS minibatch draws
+   pay for it, pilot_units: on small data its curvature outgrows the start's); if they diverge or the log posterior falls by more than its own
    scale, the step is halved (at most MAX_BACKOFFS times). A family whose pilot runs the
    schedule's own first steps (DSGLD's annealed steps from eps; the constant step of the
    CPU Langevin chains on NMF) keeps the accepted pilot's end state (KeptPilot), and the
@@ -121,6 +122,9 @@ LANCZOS_STEPS = 7
 FD_SCALE = 1e-5
 FRACTION = 0.5
 PILOT_UNITS = 20
+# DSGLD's pilot runs up to the whole burn-in where that costs at most this many minibatch
+# draws (pilot_units): the chain's curvature grows as its factors and tau leave the start
+PILOT_DRAWS = 1_000_000
 MAX_BACKOFFS = 8
 # a Lanczos residual below this share of the estimate ends the steps (largest_curvature):
 # far above the finite differences' error on a quadratic (rounding / FD_SCALE, about 1e-11)
@@ -188,6 +192,22 @@ def is_auto(step_size):
     return isinstance(step_size, AutoStep)
 
 
+def pilot_units(burnin, draws_per_unit):
+    """The units a pilot runs: PILOT_UNITS, or as many of the burn-in's first units as
+    PILOT_DRAWS minibatch draws pay for where that is more (at most the whole burn-in).
+    The curvature that sets the step is measured at the start, where the factors are
+    init-scale small and tau is its starting value; both grow as the chain finds the data's
+    scale, and on small precise data (60 x 40 and 100 x 80 matrices from a rank-3 model with
+    noise sd 0.3, tau about 11 against its start of 2) DSGLD's step diverged in 2 and 5 of 12
+    runs between rounds 42 and 88 of a 100-round burn-in, after 20 pilot rounds had passed;
+    a pilot of the whole burn-in caught all 7 and backed off, and the other runs kept
+    their step. Such data cost little per unit, which is what allows the longer pilot; at
+    MovieLens-100K's 40,000 draws a round it is 25 rounds, and at the 10M benchmark's
+    millions, 20 (docs/tuning.md, "A divergence the pilot does not catch")."""
+    affordable = PILOT_DRAWS // max(int(draws_per_unit), 1)
+    return int(max(PILOT_UNITS, min(int(burnin), affordable)))
+
+
 def largest_curvature(gradient, theta, seed, n_steps=LANCZOS_STEPS):
     """lambda_max of -Hessian(log p) at theta (a 1-D array): the largest |Ritz value| of
     n_steps Lanczos steps on finite-difference Hessian-vector products; gradient(theta) is
@@ -225,14 +245,15 @@ def largest_curvature(gradient, theta, seed, n_steps=LANCZOS_STEPS):
 
 
 def choose(gradient, theta, seed, pilot, fraction=FRACTION, step=None, minibatch_scale=None,
-           curvature_factor=1.0):
+           curvature_factor=1.0, n_pilot_units=PILOT_UNITS):
     """(eps, info): eps = fraction * 2 / (curvature_factor lambda_max), halved while
     pilot(eps) fails. curvature_factor >= 1: how much more curvature than lambda_max one
     iteration's stochastic gradient can put on a part of theta (SGLD on sparse rows:
     pymf.nmf.kernel.minibatch_kick); recorded as "minibatch_kick" when not 1.
 
-    pilot(eps) runs the family's chain PILOT_UNITS units with constant step eps from the
-    start and returns True if it stayed usable (it must put the chain back itself).
+    pilot(eps) runs the family's chain n_pilot_units units (PILOT_UNITS, or pilot_units'
+    count where the family asks for it) from the start and returns True if it stayed usable
+    (it must put the chain back itself); recorded as "pilot_units".
     step: the sampler's AutoStep; where it sets minibatch_noise, eps is at most
     2 minibatch_noise / ((minibatch_scale - 1) lambda_max) (the module's point 4), and a
     family that does not give its minibatch_scale refuses it."""
@@ -259,7 +280,7 @@ def choose(gradient, theta, seed, pilot, fraction=FRACTION, step=None, minibatch
                                   iteration=0)
         eps *= 0.5
     info = {"lambda_max": lam, "fraction": fraction, "eps": eps, "backoffs": backoffs,
-            "lanczos_steps": LANCZOS_STEPS, "pilot_units": PILOT_UNITS}
+            "lanczos_steps": LANCZOS_STEPS, "pilot_units": int(n_pilot_units)}
     if curvature_factor != 1.0:
         info["minibatch_kick"] = float(curvature_factor)
     if noise_bound is not None:
