@@ -23,15 +23,16 @@
    stationary variance inflated by 1 / (1 - eps lambda / 2) <= 2 in the stiffest direction
    only; the others, far less stiff, are hardly touched. A decaying schedule gets the same
    eps as its first step.
-3. Pilot. PILOT_UNITS units from the start with that step (the family's own chain, put
-   back afterwards; DSGLD's runs up to the whole burn-in where PILOT_DRAWS minibatch draws
-   pay for it, pilot_units: on small data its curvature outgrows the start's); if they diverge or the log posterior falls by more than its own
-   scale, the step is halved (at most MAX_BACKOFFS times). A family whose pilot runs the
-   schedule's own first steps (DSGLD's annealed steps from eps; the constant step of the
-   CPU Langevin chains on NMF) keeps the accepted pilot's end state (KeptPilot), and the
-   run's first call takes it instead of running the same units again where nothing is
-   observed inside them (pymf.engine.driver): the same chain, without paying for its first
-   PILOT_UNITS units twice (at 10^7 ratings about 2 s, twenty DSGLD rounds).
+3. Pilot. PILOT_UNITS units from the start with that step (the family's own chain, put back
+   afterwards; DSGLD's runs up to the whole burn-in where PILOT_DRAWS minibatch draws pay
+   for it, pilot_units: on small data its curvature outgrows the start's); if they diverge
+   or the log posterior falls by more than its own scale, the step is halved (at most
+   MAX_BACKOFFS times). A family whose pilot runs the schedule's own first steps (DSGLD's
+   annealed steps from eps; the constant step of the CPU Langevin chains on NMF) keeps the
+   accepted pilot's end state (KeptPilot), and the run's first call takes it instead of
+   running the same units again where nothing is observed inside them (pymf.engine.driver):
+   the same chain, without paying for its first PILOT_UNITS units twice (at 10^7 ratings
+   about 2 s, twenty DSGLD rounds).
 
 4. Minibatch noise (optional: AutoStep(minibatch_noise=delta)). A stochastic gradient whose
    likelihood term is a minibatch scaled up by s = N / m (DSGLD: N G / (P Q m), a block's
