@@ -329,3 +329,42 @@ def test_dsgld_default_does_not_diverge_on_small_precise_data():
             assert np.all(np.isfinite(res.samples["U"][-1]))
             pilots.append(res.params["auto_step"]["pilot_units"])
     assert pilots == [100] * 12
+
+
+def _precise_ratings(data_seed, shape=(100, 80), rank=3, density=0.3, sd=0.1):
+    """Ratings 3 + U V^T + N(0, sd^2) from a rank-`rank` model: tau about 1 / sd^2, far above
+    the chains' starting 2."""
+    rng = np.random.default_rng(data_seed)
+    U, V = rng.normal(0, 0.8, (shape[0], rank)), rng.normal(0, 0.8, (shape[1], rank))
+    rows, cols = np.nonzero(rng.random(shape) < density)
+    values = 3 + (U @ V.T)[rows, cols] + rng.normal(0, sd, len(rows))
+    return pymf.Ratings(rows, cols, values, shape=shape)
+
+
+def test_dsgld_auto_steps_shrink_as_tau_climbs_with_every_determinism(monkeypatch, tmp_path):
+    """On precise data tau climbs from 2 towards 100: each chain's steps shrink by its tau
+    reference over its tau (pymf.bpmf.kernel.ChainsKernel.use_tau_reference), the
+    reference being the starting tau until the per-row factors are measured and the tau
+    then after. The chain is the same for 1 and 2 threads and when resumed from a
+    checkpoint before or after that measurement (the references travel in it), and not the
+    chain of the same run without the references (they act)."""
+    from pymf.bpmf.kernel import BPMFKernel
+    ratings = _precise_ratings(1)
+
+    def run(threads=1, **options):
+        return pymf.sample(pymf.BPMF(3), ratings, pymf.DSGLD(n_threads=threads), n_samples=40,
+                           burnin=30, seed=2, progress=False, **options)
+
+    whole = run()
+    references = whole.params["auto_step"]["tau_reference"]
+    assert len(references) == 2 and min(references) > 4.0  # raised from 2 after round 30
+    assert np.array_equal(run(threads=2).samples["U"], whole.samples["U"])
+    for stop_at in (20, 50):
+        path = tmp_path / f"ck{stop_at}.npz"
+        run(checkpoint=path, checkpoint_every=1,
+            callback=lambda info, stop_at=stop_at: info["iteration"] >= stop_at)
+        resumed = run(checkpoint=path)
+        assert np.array_equal(resumed.samples["U"], whole.samples["U"]), stop_at
+        assert resumed.params["auto_step"] == whole.params["auto_step"]
+    monkeypatch.setattr(BPMFKernel, "_apply_tau_reference", lambda kernel, reference: None)
+    assert not np.array_equal(run().samples["U"], whole.samples["U"])

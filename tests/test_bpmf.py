@@ -1006,3 +1006,38 @@ def test_gibbs_init_from_a_previous_result_starts_near_the_posterior():
     again = pymf.sample(model, R, pymf.BPMFGibbs(), n_samples=1, seed=4, init=first.last_state)
     fresh = pymf.sample(model, R, pymf.BPMFGibbs(), n_samples=1, seed=4)
     assert again.trace["train_rmse"][0] < fresh.trace["train_rmse"][0] - 0.1
+
+
+def test_block_steps_shrink_by_the_tau_reference_only_past_it():
+    """pymf_dsgld_tau_scaled_step: with a tau reference, a chain whose tau exceeds it steps
+    with eps * (reference / tau), bit for bit the steps at that smaller eps without one;
+    at or below it, the plain steps. Fails if the scaling were skipped, inverted or
+    applied below the reference."""
+    R = synthetic(L=12, M=9, D=2, density=0.6)
+    model = pymf.BPMF(2)  # tau sampled: the last precision is tau
+    cm = c_model(model, 3.0)
+    layout = Layout(R, (1, 1), True, np.random.default_rng(4)).c
+    worker = _bpmf.BlockWorker(layout, 0, cm, 20, *layout.bias_correctors(20))
+    rng = np.random.default_rng(6)
+
+    def run(tau, eps, reference):
+        p = random_params(layout.n_users, layout.n_items, 2, np.random.default_rng(5))
+        lambdas = p.lambdas.copy()
+        lambdas[-1] = tau
+        U, V, a, b = p.U.copy(), p.V.copy(), p.a.copy(), p.b.copy()
+        worker.steps(11, True, U, V, a, b, lambdas, 1, 5, eps, True, False, reference)
+        return np.concatenate([U.ravel(), V.ravel(), a, b])
+
+    eps = float(rng.uniform(1e-3, 2e-3))
+    for tau in (5.0, 2.5, 2.0000000001):
+        assert np.array_equal(run(tau, eps, 2.0), run(tau, eps * (2.0 / tau), 0.0)), tau
+        assert not np.array_equal(run(tau, eps, 2.0), run(tau, eps, 0.0)), tau
+    for tau in (2.0, 1.5, 0.3):
+        assert np.array_equal(run(tau, eps, 2.0), run(tau, eps, 0.0)), tau
+    chains = _bpmf.DSGLDChains(layout, cm, 2, 20, 3, 10, True, np.arange(2, dtype=np.uint64),
+                               np.arange(2, dtype=np.uint64))
+    with pytest.raises(ValueError, match="tau_reference has 1 values"):
+        chains.set_tau_reference([2.0])
+    with pytest.raises(ValueError, match="tau reference -1 of chain 1 is not positive"):
+        chains.set_tau_reference([2.0, -1.0])
+    chains.set_tau_reference(None)

@@ -175,20 +175,28 @@ def test_hamcmc_ring_with_auto_step_equals_shared_memory(tmp_path):
     assert_same_chain(distributed, shared)
 
 
-@pytest.mark.parametrize("minibatch_noise", [None, 0.1])
-def test_dsgld_server_with_auto_step_equals_shared_memory(tmp_path, minibatch_noise):
+@pytest.mark.parametrize("minibatch_noise, precise", [(None, False), (0.1, False), (None, True)])
+def test_dsgld_server_with_auto_step_equals_shared_memory(tmp_path, minibatch_noise, precise):
     """DSGLD's default step ("auto") on the parameter server: the server runs the rule and
     pilot of shared memory's chains (the same start, init included) and, after the
     burn-in, measures the per-row step factors on its chains as shared memory does and
     sends them to the workers; with --minibatch-noise 0.1 the globally bounded step after
-    the burn-in instead."""
+    the burn-in instead. precise: ratings with noise sd 0.1, where tau climbs past its
+    start and the workers shrink each chain's steps by its tau reference as shared memory
+    does."""
     from support import synthetic_ratings
     R = synthetic_ratings(L=40, M=30, D=3)
+    if precise:
+        rng = np.random.default_rng(3)
+        U, V = rng.normal(0, 0.8, (40, 3)), rng.normal(0, 0.8, (30, 3))
+        values = 3 + (U @ V.T)[R.rows, R.cols] + rng.normal(0, 0.1, R.nnz)
+        R = pymf.Ratings(R.rows, R.cols, values, shape=R.shape)
+    samples = 100 if precise else 20  # tau passes its start of 2 after about 50 rounds
     path = tmp_path / "ratings.npz"
     np.savez(path, rows=R.rows, cols=R.cols, values=R.values, shape=np.array(R.shape))
     command = [mpiexec_path(), "-n", "3", sys.executable, "-m", "pymf.mpi", "dsgld",
                "--data", str(path), "--rank", "3", "--batch-size", "30", "--round-length", "4",
-               "--samples", "20", "--burnin", "10", "--thin", "5", "--seed", "9",
+               "--samples", str(samples), "--burnin", "10", "--thin", "5", "--seed", "9",
                "--test-fraction", "0.2", "--split-seed", "1", "--out", str(tmp_path / "mpi.npz")]
     if minibatch_noise is not None:
         command += ["--minibatch-noise", str(minibatch_noise)]
@@ -199,8 +207,8 @@ def test_dsgld_server_with_auto_step_equals_shared_memory(tmp_path, minibatch_no
     train, test = R.split(0.2, seed=1)
     sampler = pymf.DSGLD(batch_size=30, round_length=4,
                          step_size=pymf.AutoStep(minibatch_noise=minibatch_noise))
-    shared = pymf.sample(pymf.BPMF(3), train, sampler, n_samples=20, burnin=10, thin=5, seed=9,
-                         test=test)
+    shared = pymf.sample(pymf.BPMF(3), train, sampler, n_samples=samples, burnin=10, thin=5,
+                         seed=9, test=test)
     kind = "annealed" if minibatch_noise is None else "burnin_then"
     assert shared.params["sampler"]["step_size"]["kind"] == kind
     if minibatch_noise is None:  # the per-row bound from round 11 on
@@ -208,6 +216,10 @@ def test_dsgld_server_with_auto_step_equals_shared_memory(tmp_path, minibatch_no
         assert shared.params["auto_step"]["row_steps"]["min"] < 1
     else:
         assert "row_steps" not in shared.params["auto_step"]
+    if precise:  # both chains' tau passed the reference (their start, 2): steps shrank
+        assert shared.params["auto_step"]["tau_reference"] == [2.0, 2.0]
+        tau = shared.sample_stats["tau"]  # (chains, draws)
+        assert tau.shape == (2, 20) and np.all(tau.max(axis=1) > 2.0)
     assert distributed.params["auto_step"] == shared.params["auto_step"]
     assert distributed.params["sampler"]["step_size"] == shared.params["sampler"]["step_size"]
     for key in shared.samples:

@@ -253,6 +253,7 @@ pymf_status pymf_dsgld_block_steps(const pymf_bpmf_model *model, const pymf_dsgl
     if (blk->n_entries == 0)
         return PYMF_OK;
     const int D = model->rank, width = s->width;
+    eps = pymf_dsgld_tau_scaled_step(model, st, lambdas, eps);
     const double scale = lik_scale_of(model, blk, st->batch_size, lambdas);
     const double noise_sd = st->add_noise ? sqrt(2.0 * eps) : 0.0;
     /* Noise of a touched row: N(0, 2 eps / hbar) with the correction, N(0, 2 eps) without.

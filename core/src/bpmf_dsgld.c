@@ -81,6 +81,7 @@ struct pymf_dsgld {
     pymf_bpmf_params *params;  /* views into state */
     double *h_user, *h_item;
     double *step_user, *step_item; /* per-row step factors, or NULL */
+    double *tau_reference;         /* per chain (pymf_dsgld_set_tau_reference), or NULL */
     int64_t row_steps_from;        /* the first round that uses them */
     uint64_t *noise_seeds, *hyper_seeds;
     pymf_dsgld_block *blocks;
@@ -110,6 +111,7 @@ void pymf_dsgld_destroy(pymf_dsgld *d)
     free(d->h_item);
     free(d->step_user);
     free(d->step_item);
+    free(d->tau_reference);
     free(d->noise_seeds);
     free(d->hyper_seeds);
     free(d->blocks);
@@ -413,6 +415,28 @@ pymf_status pymf_dsgld_set_row_steps(pymf_dsgld *d, const double *step_user,
     return PYMF_OK;
 }
 
+pymf_status pymf_dsgld_set_tau_reference(pymf_dsgld *d, const double *tau_reference,
+                                         pymf_error *err)
+{
+    const int C = d->config.n_chains;
+    if (tau_reference == NULL) {
+        free(d->tau_reference);
+        d->tau_reference = NULL;
+        return PYMF_OK;
+    }
+    for (int c = 0; c < C; ++c)
+        if (!(tau_reference[c] > 0.0) || !isfinite(tau_reference[c]))
+            return pymf_fail(err, PYMF_EINVAL, "tau reference %g of chain %d is not positive",
+                             tau_reference[c], c);
+    if (d->tau_reference == NULL) {
+        d->tau_reference = malloc((size_t)C * sizeof(double));
+        if (d->tau_reference == NULL)
+            return pymf_fail(err, PYMF_ENOMEM, "no memory for %d tau references", C);
+    }
+    memcpy(d->tau_reference, tau_reference, (size_t)C * sizeof(double));
+    return PYMF_OK;
+}
+
 pymf_status pymf_dsgld_run(pymf_dsgld *d, int64_t n_rounds, const double *eps, pymf_error *err)
 {
     const int C = d->config.n_chains, G = d->group_size, D = d->model.rank;
@@ -446,7 +470,8 @@ pymf_status pymf_dsgld_run(pymf_dsgld *d, int64_t n_rounds, const double *eps, p
             const pymf_dsgld_block *blk = &blk_round;
             pymf_bpmf_params *p = &d->params[c];
             const pymf_dsgld_stepper st = {d->noise_seeds[c], d->config.batch_size,
-                                           d->config.add_noise, d->config.noise_correction};
+                                           d->config.add_noise, d->config.noise_correction,
+                                           d->tau_reference ? d->tau_reference[c] : 0.0};
             pymf_error_clear(&d->task_errors[task]);
             pymf_dsgld_block_steps(&d->model, blk, &st, p->U + blk->user_offset * D,
                                    p->V + blk->item_offset * D, p->a + blk->user_offset,

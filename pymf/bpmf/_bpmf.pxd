@@ -58,6 +58,7 @@ cdef extern from "pymf/bpmf.h" nogil:
         int64_t batch_size
         int add_noise
         int noise_correction
+        double tau_reference
 
     ctypedef struct pymf_dsgld_config:
         int n_chains
@@ -132,6 +133,8 @@ cdef extern from "pymf/bpmf.h" nogil:
                                          const double *step_item, const double *noise_user,
                                          const double *noise_item, int64_t from_round,
                                          pymf_error *err)
+    pymf_status pymf_dsgld_set_tau_reference(pymf_dsgld *d, const double *tau_reference,
+                                             pymf_error *err)
     pymf_status pymf_dsgld_run(pymf_dsgld *d, int64_t n_rounds, const double *eps,
                                pymf_error *err)
     pymf_status pymf_dsgld_hyper_step(const pymf_bpmf_model *model, const pymf_bpmf_data *data,

@@ -421,9 +421,11 @@ cdef class BlockWorker:
 
     def steps(self, uint64_t noise_seed, bint add_noise, double[:, ::1] U, double[:, ::1] V,
               double[::1] a, double[::1] b, const double[::1] lambdas, int64_t first_step,
-              int n_steps, double eps, bint noise_correction=True, bint row_steps=False):
+              int n_steps, double eps, bint noise_correction=True, bint row_steps=False,
+              double tau_reference=0.0):
         """n_steps DSGLD steps in place on the slices (pymf.DivergenceError if they diverge);
-        row_steps: with the factors of set_row_steps."""
+        row_steps: with the factors of set_row_steps; tau_reference > 0: the steps are eps
+        tau_reference / tau where the chain's tau exceeds it (DSGLDChains.set_tau_reference)."""
         cdef pymf_error err
         cdef pymf_dsgld_stepper st
         cdef const double[::1] su
@@ -441,6 +443,7 @@ cdef class BlockWorker:
         st.batch_size = self.batch_size
         st.add_noise = add_noise
         st.noise_correction = noise_correction
+        st.tau_reference = tau_reference
         pymf_error_clear(&err)
         with nogil:
             pymf_dsgld_block_steps(&self.model, &self.blk, &st, &U[0, 0], &V[0, 0], &a[0], &b[0],
@@ -457,6 +460,7 @@ cdef class BlockWorker:
         st.batch_size = self.batch_size
         st.add_noise = 0
         st.noise_correction = 0
+        st.tau_reference = 0.0
         gU = np.empty((U.shape[0], U.shape[1]))
         gV = np.empty((V.shape[0], V.shape[1]))
         ga = np.empty(a.shape[0])
@@ -575,6 +579,20 @@ cdef class DSGLDChains:
             nu = _f64(noise_user, self.layout.n_users * w, "noise_user")
             ni = _f64(noise_item, self.layout.n_items * w, "noise_item")
             pymf_dsgld_set_row_steps(self.d, &su[0], &si[0], &nu[0], &ni[0], from_round, &err)
+        check(&err)
+
+    def set_tau_reference(self, tau_reference):
+        """Chain c's steps become eps tau_reference[c] / tau where its tau exceeds
+        tau_reference[c] (pymf_dsgld_set_tau_reference; one positive value per chain); None
+        removes them."""
+        cdef pymf_error err
+        cdef const double[::1] r
+        pymf_error_clear(&err)
+        if tau_reference is None:
+            pymf_dsgld_set_tau_reference(self.d, NULL, &err)
+        else:
+            r = _f64(tau_reference, self.n_chains, "tau_reference")
+            pymf_dsgld_set_tau_reference(self.d, &r[0], &err)
         check(&err)
 
     def run(self, eps):

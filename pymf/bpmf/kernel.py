@@ -57,6 +57,9 @@ class ChainsKernel(RowStepKernel):
 
     # the per-row bound's factors in a checkpoint (step, noise; users, items)
     row_step_keys = ("row_steps_user", "row_steps_item", "row_noise_user", "row_noise_item")
+    # step_size="auto" with tau sampled: each chain's steps shrink by tau_reference / tau
+    # where its tau exceeds its reference (pymf_dsgld_tau_scaled_step); None: never
+    tau_reference = None
     test = None
     _drawn = None  # (counter, states) of the last draw(), for the draw_stats() that follows
 
@@ -115,11 +118,42 @@ class ChainsKernel(RowStepKernel):
         return point
 
     def snapshot(self):
-        return self.add_row_steps(self.checkpoint_state())
+        arrays = self.add_row_steps(self.checkpoint_state())
+        if self.tau_reference is not None:
+            arrays["tau_reference"] = self.tau_reference.copy()
+        return arrays
 
     def restore(self, arrays):
         self.restore_state(arrays)
         self.restore_row_steps(arrays)
+        if self.tau_reference is not None and "tau_reference" in arrays:
+            # the references the run had at this state (restore_row_steps' factors may have
+            # raised them to the restored state's tau, which an uninterrupted run did not)
+            self.use_tau_reference(arrays["tau_reference"])
+
+    # --- tau and the automatic step ------------------------------------------------------
+
+    def current_taus(self):
+        """Every chain's noise precision tau now (the last of its precisions)."""
+        return np.array([float(self.chain_params(c).lambdas[-1]) for c in range(self.n_chains)])
+
+    def use_tau_reference(self, tau_reference):
+        """From now on chain c's steps shrink by tau_reference[c] / tau where its tau exceeds
+        tau_reference[c]. step_size="auto" sets the chains' starting tau before its pilot
+        (the curvature, which is proportional to tau, was measured there: as tau climbs
+        towards the data's, a step kept at the start's size diverged on precise data) and
+        raises each chain's reference to its tau where the per-row factors are measured
+        (they hold for that tau). Steps never grow: MovieLens's tau stays below its start
+        of 2, and its chains are the same as without the references."""
+        self.tau_reference = np.array(tau_reference, dtype=np.float64).reshape(self.n_chains)
+        self._apply_tau_reference(self.tau_reference)
+        if self.row_plan is not None:  # params["auto_step"] records them
+            self.row_plan["tau_reference"] = self.tau_reference.tolist()
+
+    def _set_row_steps(self, factors):
+        super()._set_row_steps(factors)
+        if self.tau_reference is not None:
+            self.use_tau_reference(np.maximum(self.tau_reference, self.current_taus()))
 
     # --- the per-row bound of step_size="auto" (pymf.engine.autostep, point 5) ----------
 
@@ -297,6 +331,9 @@ class BPMFKernel(ChainsKernel):
 
     def apply_row_steps(self, step_user, step_item, noise_user, noise_item, from_round):
         self.c.set_row_steps(step_user, step_item, noise_user, noise_item, from_round)
+
+    def _apply_tau_reference(self, tau_reference):
+        self.c.set_tau_reference(tau_reference)
 
     @property
     def draws_per_round(self):

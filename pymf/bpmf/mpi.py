@@ -163,6 +163,8 @@ class _ServerChains(ChainsKernel):
                             self.sampler.n_threads or 0)
         if self.init is not None:
             kernel.set_initial(self.init)
+        if self.tau_reference is not None:
+            kernel.use_tau_reference(self.tau_reference)
         # the same pilot steps as shared memory's; its kept end state stays with this
         # throwaway kernel (the workers run the pilot's rounds again)
         return kernel.auto_step(seed, schedule, burnin)
@@ -175,6 +177,11 @@ class _ServerChains(ChainsKernel):
         use them in the rounds from from_round on, as the shared-memory chains do."""
         self.comm.bcast(("row_steps", (step_user, step_item, noise_user, noise_item,
                                        int(from_round)), 0), root=0)
+
+    def _apply_tau_reference(self, tau_reference):
+        """Every worker gets the chains' tau references (the rounds from the next on use
+        them, as the shared-memory chains' do)."""
+        self.comm.bcast(("tau_reference", np.array(tau_reference), 0), root=0)
 
     def set_initial(self, init):
         """Every chain from init (pymf.bpmf.check_init's dict, original order)."""
@@ -225,6 +232,7 @@ def _worker_loop(comm, setup):
     workers = {}
     D = setup.D
     row_steps, row_steps_from = None, None
+    tau_reference = None
     while True:
         # the server names the round: a run resumed from a checkpoint starts past round 1
         command, eps, round_ = comm.bcast(None, root=0)
@@ -232,6 +240,9 @@ def _worker_loop(comm, setup):
             row_steps, row_steps_from = eps[:4], eps[4]
             for worker in workers.values():
                 worker.set_row_steps(*row_steps)
+            continue
+        if command == "tau_reference":
+            tau_reference = eps
             continue
         if command != "round":
             return
@@ -262,7 +273,8 @@ def _worker_loop(comm, setup):
             try:
                 worker.steps(int(setup.noise_seeds[c]), True, U, V, a, b, lambdas, first_step,
                              sampler.round_length, eps, sampler.noise_correction,
-                             use_row_steps)
+                             use_row_steps,
+                             0.0 if tau_reference is None else float(tau_reference[c]))
                 buf[-1] = 0.0
             except DivergenceError as exc:
                 buf[-1] = float(exc.iteration or -1)

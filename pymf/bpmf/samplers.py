@@ -62,7 +62,11 @@ class DSGLD:
                  minibatch noise inflates no row's variance by more than 1 + 0.35 (the
                  per-row bound, pymf.engine.autostep point 5: calibrated intervals on
                  BPMF's own model at MovieLens's speed); recorded in params["auto_step"]
-                 (row_noise, row_steps_from, row_steps). pymf.AutoStep(per_row=False): the
+                 (row_noise, row_steps_from, row_steps). With tau sampled, each chain's
+                 step is also times min(1, tau_ref / tau), tau_ref its starting tau (raised
+                 to its tau when the row factors are measured): the step was chosen for
+                 the curvature at tau_ref, which grows with tau (params["auto_step"]
+                 ["tau_reference"]). pymf.AutoStep(per_row=False): the
                  stability rule alone. pymf.AutoStep(minibatch_noise=0.1):
                  the same, bounded after the burn-in so that the minibatch noise inflates
                  the posterior variance by at most 10 % (calibrated intervals on BPMF's own

@@ -93,9 +93,16 @@ def sample_bpmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, in
         def annealed_from(eps):
             return AnnealedStep(eps * (1 + 1 / AUTO_KAPPA) ** 0.51, AUTO_KAPPA)
 
+        if model.sample_tau:
+            # the curvature is measured at the chains' starting tau: where tau climbs past
+            # it, their steps shrink with it (ChainsKernel.use_tau_reference), the pilot's too
+            kernel.use_tau_reference(kernel.current_taus())
         # the MPI parameter server's kernel has its own auto_step: the same step
         eps0, auto_step = kernel.auto_step(seed, annealed_from,
                                            burnin if burnin_rmse is None else 0)
+        if kernel.tau_reference is not None:
+            # recorded; raised where the per-row factors are measured
+            auto_step["tau_reference"] = kernel.tau_reference.tolist()
         # a step bounded for the minibatch noise runs after the burn-in (a burn-in that
         # ends at burnin_rmse may end early: then the bounded step from the start)
         sampler = copy.copy(sampler)

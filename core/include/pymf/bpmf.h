@@ -203,7 +203,27 @@ typedef struct {
     int add_noise;        /* 1: DSGLD; 0: stochastic gradient ascent on the log posterior */
     int noise_correction; /* 1: noise N(0, 2 eps / hbar) for a touched row (see bpmf_block.c);
                              0: N(0, 2 eps) as written in the paper */
+    double tau_reference; /* > 0: where the chain's tau exceeds it, the steps are eps
+                             tau_reference / tau (pymf_dsgld_tau_scaled_step); 0: eps */
 } pymf_dsgld_stepper;
+
+/* The step a chain takes at its current precisions: eps, times tau_reference / tau where
+ * its noise precision tau exceeds a positive tau_reference. step_size="auto" chooses eps
+ * from the curvature at tau_reference, and the likelihood's curvature is proportional to
+ * tau, so eps tau stays at most its chosen value as tau grows (a step that depends on the
+ * precisions alone is a constant preconditioner of the factors' update given them, which
+ * leaves their conditional posterior stationary). */
+static inline double pymf_dsgld_tau_scaled_step(const pymf_bpmf_model *model,
+                                                const pymf_dsgld_stepper *st,
+                                                const double *lambdas, double eps)
+{
+    if (st->tau_reference > 0.0) {
+        const double tau = pymf_bpmf_current_tau(model, lambdas);
+        if (tau > st->tau_reference)
+            return eps * (st->tau_reference / tau);
+    }
+    return eps;
+}
 
 /* n_steps steps on one block with step size eps; steps first_step, first_step + 1, ... (the
  * global step ids the randomness is indexed by). The slices are updated in place. Returns
@@ -255,6 +275,11 @@ pymf_status pymf_dsgld_set_row_steps(pymf_dsgld *d, const double *step_user,
                                      const double *step_item, const double *noise_user,
                                      const double *noise_item, int64_t from_round,
                                      pymf_error *err);
+/* Per-chain tau references (n_chains positive doubles, copied; NULL: none, the default):
+ * chain c's steps are pymf_dsgld_tau_scaled_step's with tau_reference[c]. PYMF_EINVAL for a
+ * reference that is not positive and finite, PYMF_ENOMEM. */
+pymf_status pymf_dsgld_set_tau_reference(pymf_dsgld *d, const double *tau_reference,
+                                         pymf_error *err);
 /* Runs n_rounds rounds of every chain; eps[r] is the step size of the r-th of them. On
  * divergence every chain is put back to its state before the failing round. */
 pymf_status pymf_dsgld_run(pymf_dsgld *d, int64_t n_rounds, const double *eps, pymf_error *err);
