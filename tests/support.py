@@ -27,12 +27,14 @@ def mpi_env():
                 OMPI_MCA_rmaps_base_oversubscribe="1")
 
 
-def synthetic_ratings(L=30, M=20, D=2, density=0.5, seed=1):
-    """Ratings 3 + U V^T + N(0, 0.7^2) at a random `density` of the L x M cells, with
-    U, V ~ N(0, 0.8^2) of rank D: BPMF's own generative model, so its posterior is sensible."""
+def synthetic_ratings(L=30, M=20, D=2, density=0.5, seed=1, noise_sd=0.7):
+    """Ratings 3 + U V^T + N(0, noise_sd^2) at a random `density` of the L x M cells, with
+    U, V ~ N(0, 0.8^2) of rank D: BPMF's own generative model, so its posterior is sensible
+    (a small noise_sd: precise data, whose tau, about 1 / noise_sd^2, is far above the
+    chains' starting 2)."""
     rng = np.random.default_rng(seed)
     U = rng.normal(0, 0.8, (L, D))
     V = rng.normal(0, 0.8, (M, D))
     rows, cols = np.nonzero(rng.random((L, M)) < density)
-    vals = 3 + (U @ V.T)[rows, cols] + rng.normal(0, 0.7, len(rows))
+    vals = 3 + (U @ V.T)[rows, cols] + rng.normal(0, noise_sd, len(rows))
     return pymf.Ratings(rows, cols, vals, shape=(L, M))

@@ -318,27 +318,13 @@ def test_dsgld_default_does_not_diverge_on_small_precise_data():
     cheap (autostep.pilot_units) and backs off where it diverges."""
     pilots = []
     for data_seed in range(3):
-        rng = np.random.default_rng(data_seed)
-        U, V = rng.normal(0, 0.8, (100, 3)), rng.normal(0, 0.8, (80, 3))
-        rows, cols = np.nonzero(rng.random((100, 80)) < 0.3)
-        values = 3 + (U @ V.T)[rows, cols] + rng.normal(0, 0.3, len(rows))
-        ratings = pymf.Ratings(rows, cols, values, shape=(100, 80))
+        ratings = synthetic_ratings(100, 80, 3, density=0.3, seed=data_seed, noise_sd=0.3)
         for seed in range(4):
             res = pymf.sample(pymf.BPMF(3), ratings, pymf.DSGLD(n_threads=1), n_samples=400,
                               burnin=100, seed=seed, progress=False)
             assert np.all(np.isfinite(res.samples["U"][-1]))
             pilots.append(res.params["auto_step"]["pilot_units"])
     assert pilots == [100] * 12
-
-
-def _precise_ratings(data_seed, shape=(100, 80), rank=3, density=0.3, sd=0.1):
-    """Ratings 3 + U V^T + N(0, sd^2) from a rank-`rank` model: tau about 1 / sd^2, far above
-    the chains' starting 2."""
-    rng = np.random.default_rng(data_seed)
-    U, V = rng.normal(0, 0.8, (shape[0], rank)), rng.normal(0, 0.8, (shape[1], rank))
-    rows, cols = np.nonzero(rng.random(shape) < density)
-    values = 3 + (U @ V.T)[rows, cols] + rng.normal(0, sd, len(rows))
-    return pymf.Ratings(rows, cols, values, shape=shape)
 
 
 def test_dsgld_auto_steps_shrink_as_tau_climbs_with_every_determinism(monkeypatch, tmp_path):
@@ -349,7 +335,7 @@ def test_dsgld_auto_steps_shrink_as_tau_climbs_with_every_determinism(monkeypatc
     checkpoint before or after that measurement (the references travel in it), and not the
     chain of the same run without the references (they act)."""
     from pymf.bpmf.kernel import BPMFKernel
-    ratings = _precise_ratings(1)
+    ratings = synthetic_ratings(100, 80, 3, density=0.3, seed=1, noise_sd=0.1)
 
     def run(threads=1, **options):
         return pymf.sample(pymf.BPMF(3), ratings, pymf.DSGLD(n_threads=threads), n_samples=40,

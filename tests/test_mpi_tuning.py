@@ -185,12 +185,7 @@ def test_dsgld_server_with_auto_step_equals_shared_memory(tmp_path, minibatch_no
     start and the workers shrink each chain's steps by its tau reference as shared memory
     does."""
     from support import synthetic_ratings
-    R = synthetic_ratings(L=40, M=30, D=3)
-    if precise:
-        rng = np.random.default_rng(3)
-        U, V = rng.normal(0, 0.8, (40, 3)), rng.normal(0, 0.8, (30, 3))
-        values = 3 + (U @ V.T)[R.rows, R.cols] + rng.normal(0, 0.1, R.nnz)
-        R = pymf.Ratings(R.rows, R.cols, values, shape=R.shape)
+    R = synthetic_ratings(L=40, M=30, D=3, noise_sd=0.1 if precise else 0.7)
     samples = 100 if precise else 20  # tau passes its start of 2 after about 50 rounds
     path = tmp_path / "ratings.npz"
     np.savez(path, rows=R.rows, cols=R.cols, values=R.values, shape=np.array(R.shape))
