@@ -55,6 +55,7 @@ from pymf import mpi  # noqa: E402
 MPI_STATE = True if mpi.is_available() else mpi.why_unavailable()
 NUMERICS = golden_cases.numerics_class()
 RECORDED = golden_cases.load_results(numerics=NUMERICS)
+META = golden_cases.load_meta()
 
 
 def _failure_message(name, target, got, expected, differing):
@@ -67,7 +68,7 @@ def _failure_message(name, target, got, expected, differing):
         lines.append(f"  {key}: {kind}")
         lines.append(f"      recorded {expected.get(key)}")
         lines.append(f"      now      {got.get(key)}")
-    recorded_numpy = golden_cases.load_meta().get(NUMERICS, {}).get("numpy")
+    recorded_numpy = META.get(NUMERICS, {}).get("numpy")
     if recorded_numpy not in (None, numpy.__version__):
         lines.append(f"  (recorded with NumPy {recorded_numpy}; this run has NumPy "
                      f"{numpy.__version__}, whose OpenBLAS and ufuncs may give other last bits "
@@ -99,7 +100,7 @@ def test_golden(name, request):
                     f"{sorted(c for c, r in golden_cases.load_all().items() if target in r)}); "
                     f"record it here with python tests/golden_cases.py --write {target}")
     got = golden_cases.CASES[name]()
-    other_numpy = golden_cases.numpy_moved_the_input(got, expected, NUMERICS)
+    other_numpy = golden_cases.numpy_moved_the_input(got, expected, NUMERICS, META)
     if other_numpy:
         pytest.skip(other_numpy)
     differing = golden_cases.compare(name, got, expected)
