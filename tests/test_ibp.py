@@ -119,6 +119,34 @@ def test_hybrid_several_processes_matches_exact_posterior(exact_posterior, proce
     assert np.abs(z).max() < Z_LIMIT, z
 
 
+def test_the_uncollapsed_stage_never_changes_which_features_a_process_owns():
+    """The hybrid's first stage updates z_nk only where another row of the same process
+    owns k (core/include/pymf/ibp.h), so no process gains a feature or drops its last row
+    of one there: births and deaths happen only in p' tail. Counts moving within those
+    patterns show that the stage ran."""
+    X, _, _ = pymf.datasets.make_cambridge(n=90, sigma_x=0.5, seed=3)
+    P = 3
+    chain = _ibp.Chain(X, np.ones(X.shape, np.uint8), X.shape[0], 0, (1, 1, 1, 1, 1, 1),
+                       (1, 1, 1), False, P, 5, 0, 11, 2)
+    rng = np.random.default_rng(0)
+    Z = (rng.random((X.shape[0], 6)) < 0.3).astype(float)
+    A = np.linalg.lstsq(Z, X, rcond=None)[0]
+    chain.set_state(Z, A, Z.mean(axis=0), np.array([0.5, 1.0, 1.0]))
+    moved = 0
+    for _ in range(30):
+        chain.begin()
+        start = chain.local_counts()
+        chain.local_sweeps()
+        end = chain.local_counts()
+        np.testing.assert_array_equal(start > 0, end > 0)
+        moved += int(np.any(start != end))
+        chain.tail_sweeps(end)
+        new = chain.new_features().astype(np.intc)
+        stats = chain.local_stats(new, chain.n_features + int(new.sum()))
+        chain.master(stats.sum(axis=0))
+    assert moved > 10
+
+
 def test_power_a_wrong_likelihood_is_rejected(exact_posterior):
     """The same sampler run with sigma_x = 0.6 where the target has 0.5 (a wrong
     conditional for every flip) fails the same test."""
@@ -228,9 +256,10 @@ def same_run(a, b):
         np.testing.assert_array_equal(aa, ab)
 
 
-def test_same_chain_for_one_and_two_threads():
+@pytest.mark.parametrize("processes", [2, 3])
+def test_same_chain_for_one_and_two_threads(processes):
     X, mask, model = small_problem()
-    runs = [pymf.sample(model, X, pymf.HybridIBP(processes=3, warm_start=3, n_threads=t),
+    runs = [pymf.sample(model, X, pymf.HybridIBP(processes=processes, warm_start=3, n_threads=t),
                         n_samples=40, seed=11, thin=4, test_mask=mask, progress=False)
             for t in (1, 2)]
     same_run(*runs)
