@@ -44,6 +44,7 @@ import time
 import numpy as np
 
 import pymf
+from pymf.engine import calibration
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -55,6 +56,29 @@ def first_reach(times, values, target, rel=0.01):
     return None if len(hit) == 0 else float(times[hit[0]])
 
 
+def draw_means(res, rows, cols):
+    """(Z A) at the cells, for every kept draw in turn."""
+    for Z, A in zip(res.Z_samples, res.A_samples):
+        yield (np.einsum("ik,ki->i", Z[rows].astype(float), A[:, cols]) if A.shape[0]
+               else np.zeros(len(rows)))
+
+
+def second_half_coverage(res, X, mask, level=0.9, seed=0):
+    """The fraction of the held-out cells inside their central posterior predictive
+    interval of `level`, from the second half of the draws (final_predictive_loglik's
+    window; Result.coverage would take every draw from the start): each draw's mean plus
+    N(0, sigma_x^2) noise with its sigma_x, the interval's bounds quantiles over them."""
+    rows, cols = np.nonzero(mask)
+    x = X[rows, cols]
+    sigma = res.posterior["sigma_x"][0]
+    rng = np.random.default_rng(seed)
+    first = len(sigma) // 2
+    draws = np.array([mean + rng.normal(0.0, sigma[i], len(x))
+                      for i, mean in enumerate(draw_means(res, rows, cols)) if i >= first])
+    lower, upper = calibration.intervals(None, None, draws, level)
+    return float(np.mean((x >= lower) & (x <= upper)))
+
+
 def half_window_predictive(res, X, mask):
     """For every iteration t, the log posterior predictive density of the held-out cells
     over the draws of iterations (t/2, t] (the first half discarded as burn-in, as a user
@@ -64,9 +88,7 @@ def half_window_predictive(res, X, mask):
     x = X[rows, cols]
     sigma = res.posterior["sigma_x"][0]
     dens = np.empty((len(sigma), len(x)))
-    for i, (Z, A) in enumerate(zip(res.Z_samples, res.A_samples)):
-        mean = (np.einsum("ik,ki->i", Z[rows].astype(float), A[:, cols]) if A.shape[0]
-                else np.zeros(len(x)))
+    for i, mean in enumerate(draw_means(res, rows, cols)):
         dens[i] = np.exp(-0.5 * ((x - mean) / sigma[i]) ** 2) / (sigma[i] * np.sqrt(2 * np.pi))
     cumulative = np.vstack([np.zeros(len(x)), np.cumsum(dens, axis=0)])
     out = np.empty(len(sigma))
@@ -93,6 +115,7 @@ def summarise(res, iterations, X, mask):
             "final_K_major": float(np.mean(major)) if major else None,
             "final_sigma_x": float(np.mean(res.trace["sigma_x"][tail])),
             "final_heldout_loglik": final_held, "final_predictive_loglik": final_pred,
+            "coverage_90": second_half_coverage(res, X, mask),
             "time_to_1pct_heldout": first_reach(t, held, final_held),
             "time_to_1pct_predictive": first_reach(t[1:], pred[1:], final_pred),
             "iterations_to_1pct_predictive": first_reach(it[1:], pred[1:], final_pred),
@@ -282,12 +305,13 @@ def main():
                        "time_to_1pct_predictive", "time_to_collapsed_plateau",
                        "ratio_to_collapsed_time", "ratio_to_collapsed_predictive_time",
                        "final_K", "final_K_major",
-                       "final_sigma_x", "final_predictive_loglik"]), file=sys.stderr)
+                       "final_sigma_x", "final_predictive_loglik", "coverage_90"]),
+          file=sys.stderr)
     if args.seeds is not None:
         print(table(document["by_method"], ["method", "seeds", "seconds_per_iteration",
                                             "final_K", "final_K_major", "final_K_major_all",
                                             "final_sigma_x", "final_predictive_loglik",
-                                            "moves_accepted"]), file=sys.stderr)
+                                            "coverage_90", "moves_accepted"]), file=sys.stderr)
     if args.large:
         print(table(document["large"], ["method", "n", "seconds_per_iteration", "final_K"]),
               file=sys.stderr)
@@ -308,6 +332,7 @@ def by_method(rows):
                     "final_K_major_all": str([round(r["final_K_major"], 2) for r in group]),
                     "final_sigma_x": mean("final_sigma_x"),
                     "final_predictive_loglik": mean("final_predictive_loglik"),
+                    "coverage_90": mean("coverage_90"),
                     "moves_accepted": str([r.get("split_accepted", 0) + r.get("merge_accepted", 0)
                                            for r in group])})
     return out

@@ -1,4 +1,5 @@
-"""The pymf command line: `pymf sample`, `pymf fit`, `pymf bpmf`, `pymf predict`, `pymf info`.
+"""The pymf command line: `pymf sample`, `pymf fit`, `pymf bpmf`, `pymf sibm`, `pymf ibp`,
+`pymf predict`, `pymf info`.
 
     pymf sample --model tweedie --beta 1 --rank 32 --sampler psgld --blocks 32 \\
                 --data demo --samples 10000 --out DIR
@@ -6,11 +7,14 @@
     pymf fit --optimizer dsgd --blocks 8 --epochs 20 --data demo --out DIR
     pymf bpmf --data ratings.csv --rank 10 --sampler dsgld --split square --blocks 2 \\
               --samples 2000 --burnin 200 --thin 5 --test-fraction 0.2 --out DIR
+    pymf sibm --data u.data --rank 10 --sampling biased --updates 2000 --out DIR
+    pymf ibp --data cambridge --sampler hybrid --processes 2 --samples 200 --out DIR
     pymf predict --result DIR --rows 0 1 --cols 5 7
     pymf info
 
 predict and info are generic; the families register the others (pymf/nmf/cli.py,
-pymf/bpmf/cli.py). `pymf COMMAND --help` lists a command's options with their defaults.
+pymf/bpmf/cli.py, pymf/sibm/cli.py, pymf/ibp/cli.py). `pymf COMMAND --help` lists a
+command's options with their defaults.
 """
 import argparse
 import json

@@ -21,7 +21,9 @@ import os
 import sys
 import time
 
+import numpy as np
 
+from pymf.data import Ratings
 from pymf.ibp.samplers import SPLIT_MERGE, HybridIBP
 from pymf.ibp.sampling import run_ibp
 
@@ -78,7 +80,7 @@ def add_arguments(p):
     p.add_argument("--warm-start", type=int, default=0,
                    help="iterations in which every process proposes features")
     p.add_argument("--split-merge", type=int, default=SPLIT_MERGE,
-                   help=f"split-merge proposals per iteration (default {SPLIT_MERGE}; 0: none)")
+                   help="split-merge proposals per iteration (0: none)")
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--checkpoint", default=None, help="a .npz checkpoint (resumed if present)")
 
@@ -99,6 +101,11 @@ def run_from_args(args, sampler, sample_fn, out):
                "predictive_loglik": result.predictive_loglik}
     if "heldout_loglik" in result.trace:
         summary["final_heldout_loglik"] = float(result.trace["heldout_loglik"][-1])
+    if mask is not None and result.n_kept and result.posterior:  # (MPI: rank 0 keeps the draws)
+        rows, cols = np.nonzero(mask)
+        test = Ratings(rows, cols, X[rows, cols], shape=X.shape)
+        # the central posterior predictive intervals' coverage of the held-out cells
+        summary["coverage"] = {str(level): value for level, value in result.coverage(test).items()}
     return result, summary
 
 

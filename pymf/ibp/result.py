@@ -3,6 +3,7 @@ import math
 
 import numpy as np
 
+from pymf.data import entry_ids
 from pymf.engine.result import Result
 from pymf.ibp.kernel import pack_kept, unpack_kept
 
@@ -23,6 +24,10 @@ class IBPResult(Result):
     last_state         Z, A, pi (NaN for collapsed Gibbs), sigma_x, sigma_a, alpha at the end
     test_density       the posterior predictive density of every held-out cell (row-major
                        order of the mask), or None
+
+    coverage(test), calibration(test) and plot_calibration(path, test) (pymf.engine.result)
+    take the held-out cells as pymf.Ratings (for a mask: rows, cols = np.nonzero(mask);
+    pymf.Ratings(rows, cols, X[rows, cols], shape=X.shape)).
     """
 
     kind = "ibp_samples"
@@ -56,6 +61,29 @@ class IBPResult(Result):
         if self.test_density is None:
             return math.nan
         return float(np.sum(np.log(self.test_density)))
+
+    def _Z_of_draw(self, s):
+        N, K = self.shape[0], self._kept_A[s].shape[0]
+        return np.unpackbits(self._kept_Z[s], count=N * K).reshape(N, K)
+
+    def predictive_draws(self, rows, cols, rng, max_draws):
+        """New values of the cells from up to max_draws kept draws (evenly spread): each
+        draw's (Z A)_nd plus N(0, sigma_x^2) noise with that draw's sigma_x. None if no
+        draws were kept (or, on an MPI rank other than 0, recorded). The family's hook for
+        Result.coverage and calibration."""
+        if not self._kept_A or "sigma_x" not in self.posterior:
+            return None
+        rows, cols = entry_ids(rows, cols, self.shape)
+        n_kept = len(self._kept_A)
+        pick = np.unique(np.linspace(0, n_kept - 1, min(max_draws, n_kept)).astype(int))
+        sigma_x = np.asarray(self.posterior["sigma_x"], dtype=np.float64)[0]
+        out = np.empty((len(pick), len(rows)))
+        for n, s in enumerate(pick):
+            A = self._kept_A[s]
+            Z = self._Z_of_draw(s)[rows].astype(np.float64)
+            mean = np.einsum("ik,ki->i", Z, A[:, cols]) if A.shape[0] else np.zeros(len(rows))
+            out[n] = mean + rng.normal(0.0, sigma_x[s], len(rows))
+        return out
 
     def predict(self, rows, cols, return_std=False):
         """Posterior mean (and sd) of (Z A)[rows[i], cols[i]] over the kept draws."""
