@@ -195,6 +195,10 @@ def main():
     p.add_argument("--sub-iterations", type=int, nargs="+", default=[5],
                    help="the hybrid's sub-iterations L per outer iteration (the paper's 5); "
                         "one hybrid per value, named '... L=1' unless the value is 5")
+    p.add_argument("--warm-start", type=int, nargs="+", default=[0],
+                   help="the hybrid's warm start W (the first W iterations, every process "
+                        "proposes features; 0: none, the default); one hybrid per value, "
+                        "named '... W=...' unless the value is 0")
     p.add_argument("--out", default=os.path.join(HERE, "..", "results", "ibp"))
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -207,12 +211,13 @@ def main():
                         "threads", 1, sm))
         for P in args.processes:
             for L in args.sub_iterations:
-                sub = "" if L == 5 else f" L={L}"
-                methods.append((f"hybrid P={P}{sub}{tag}",
-                                lambda P=P, sm=sm, L=L: pymf.HybridIBP(
-                                    processes=P, sub_iterations=L, n_threads=args.threads,
-                                    split_merge=sm),
-                                "threads", args.threads or os.cpu_count(), sm))
+                for W in args.warm_start:
+                    sub = ("" if L == 5 else f" L={L}") + ("" if W == 0 else f" W={W}")
+                    methods.append((f"hybrid P={P}{sub}{tag}",
+                                    lambda P=P, sm=sm, L=L, W=W: pymf.HybridIBP(
+                                        processes=P, sub_iterations=L, warm_start=W,
+                                        n_threads=args.threads, split_merge=sm),
+                                    "threads", args.threads or os.cpu_count(), sm))
         if args.mpi:
             for P in args.processes:
                 methods.append((f"hybrid P={P} MPI{tag}", P, "mpi", P, sm))
