@@ -1,4 +1,18 @@
-"""Exceptions raised by pymf."""
+"""Exceptions raised by pymf, and where its warnings point."""
+import os
+import sys
+
+
+def user_stacklevel():
+    """The stacklevel for warnings.warn, called in the function that warns, that names the
+    first frame outside pymf: the user's call of pymf.sample or pymf.fit, which reaches the
+    warning through wrappers (the engine's registry, the family's runner, the driver), so
+    no fixed level names it. The outermost frame where every frame is pymf's."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    level, frame = 1, sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
+        level, frame = level + 1, frame.f_back
+    return level
 
 
 class DivergenceError(RuntimeError):

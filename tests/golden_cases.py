@@ -25,6 +25,7 @@ int64 (integer) bytes, every NaN made the same NaN.
 SAME_AS maps a case to the case whose recording it must reproduce (another thread count,
 a resumed run); only the latter is recorded. MPI_CASES run under mpiexec.
 """
+import contextlib
 import hashlib
 import json
 import os
@@ -275,13 +276,20 @@ def _interrupt_at(iteration):
     return callback
 
 
+@contextlib.contextmanager
+def _expected_interrupt():
+    """The stopped run's "interrupted at ..." RuntimeWarning: expected, so not reported."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "interrupted at", RuntimeWarning)
+        yield
+
+
 def nmf_psgld_dense_resumed():
     """Stopped at iteration 30 by a KeyboardInterrupt (checkpoint written), then resumed by
     the same call: must give nmf_psgld_dense's digests."""
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = os.path.join(tmp, "run.npz")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # "interrupted at iteration ..."
+        with _expected_interrupt():
             partial, _ = _psgld_dense(1, checkpoint=checkpoint, callback=_interrupt_at(30))
         if not (partial.interrupted and 0 < partial.n_kept < 20 and os.path.exists(checkpoint)):
             raise RuntimeError(f"the run was not interrupted as planned: interrupted="
@@ -410,9 +418,10 @@ def bpmf_dsgld_square_resumed():
 
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = os.path.join(tmp, "bpmf.npz")
-        partial = pymf.sample(pymf.BPMF(3, tau=FIXED_TAU), train, _dsgld("square", 2, 1), test=test,
-                              checkpoint=checkpoint, checkpoint_every=7, callback=interrupt,
-                              **BPMF_SETTINGS)
+        with _expected_interrupt():
+            partial = pymf.sample(pymf.BPMF(3, tau=FIXED_TAU), train, _dsgld("square", 2, 1),
+                                  test=test, checkpoint=checkpoint, checkpoint_every=7,
+                                  callback=interrupt, **BPMF_SETTINGS)
         if not (partial.interrupted and partial.trace["iteration"][-1] == 20
                 and os.path.exists(checkpoint)):
             raise RuntimeError("the run was not interrupted as planned")
@@ -508,7 +517,8 @@ def sibm_resumed():
 
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = os.path.join(tmp, "sibm.npz")
-        partial, _ = sibm_fit(method, 30, checkpoint, interrupt)
+        with _expected_interrupt():
+            partial, _ = sibm_fit(method, 30, checkpoint, interrupt)
         if not (partial.interrupted and os.path.exists(checkpoint)):
             raise RuntimeError("the fit was not interrupted as planned")
         res, X = sibm_fit(method, 30, checkpoint)

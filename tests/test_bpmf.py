@@ -722,9 +722,10 @@ def test_burnin_by_training_rmse_threshold():
     k = list(res.trace["iteration"]).index(res.burnin_end)
     assert res.trace["train_rmse"][k] <= 1.0
     assert all(x > 1.0 for x in res.trace["train_rmse"][:k])
-    with pytest.warns(RuntimeWarning, match="burn-in did not reach"):
+    with pytest.warns(RuntimeWarning, match="burn-in did not reach") as caught:
         pymf.sample(pymf.BPMF(3), R, sampler, n_samples=2, burnin=4, seed=0, burnin_rmse=1e-6,
                     keep_samples=False)
+    assert caught[0].filename == __file__  # the user's call, not a line inside pymf
 
 
 def test_sgld_and_optimisers_through_the_common_api():
@@ -845,8 +846,11 @@ def test_ctrl_c_returns_what_was_sampled():
         if info["iteration"] >= 20:
             raise KeyboardInterrupt
 
-    res = pymf.sample(pymf.BPMF(3), R, sampler, n_samples=1000, thin=2, seed=0,
-                      trace_every=5, callback=interrupt)
+    with pytest.warns(RuntimeWarning, match="interrupted at round 20 of 1000") as caught:
+        res = pymf.sample(pymf.BPMF(3), R, sampler, n_samples=1000, thin=2, seed=0,
+                          trace_every=5, callback=interrupt)
+    # the warning names the user's call of pymf.sample, not a line inside pymf
+    assert caught[0].filename == __file__
     assert res.interrupted
     assert res.trace["iteration"][-1] == 20 and res.samples["U"].shape[0] == 10
     assert all(np.all(np.isfinite(v)) for v in res.last_state.values())
@@ -960,7 +964,7 @@ def test_a_real_ctrl_c_leaves_a_checkpoint_that_resumes_the_same_chains(tmp_path
                     checkpoint_every=100_000)
     full = pymf.sample(pymf.BPMF(3), train, sampler, **settings)
     checkpoint = tmp_path / "bpmf.npz"
-    with CtrlC() as ctrl_c:
+    with CtrlC() as ctrl_c, pytest.warns(RuntimeWarning, match="interrupted at round"):
         partial = pymf.sample(pymf.BPMF(3), train, sampler, checkpoint=checkpoint,
                               callback=ctrl_c.press_at(30), **settings)
     assert partial.interrupted and 0 < partial.test_count < full.test_count

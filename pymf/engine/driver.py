@@ -21,7 +21,7 @@ from pymf.engine.checks import check_callback, check_count, check_flag
 from pymf.engine.interrupt import DeferredInterrupt, ForcedInterrupt
 from pymf.engine.moments import RunningMoments
 from pymf.engine.storage import DrawStore, check_key, npz_path, open_checkpoint, save_npz
-from pymf.errors import DivergenceError
+from pymf.errors import DivergenceError, user_stacklevel
 
 CHUNK_SECONDS = 0.2  # how long one C call may run: bounds the delay of Ctrl-C and progress
 
@@ -315,7 +315,7 @@ def run(kernel, plan, *, seed, step_size=None, keep_draws=True, sample_dir=None,
                     if write_files:
                         warnings.warn(f"burn-in did not reach {criterion} within "
                                       f"{plan.burnin} {kernel.unit}s; sampling starts anyway",
-                                      RuntimeWarning, stacklevel=3)
+                                      RuntimeWarning, stacklevel=user_stacklevel())
                     state.burnin_end = t
                     continue
                 sampling = state.burnin_end is not None and t >= state.burnin_end
@@ -398,7 +398,7 @@ def run(kernel, plan, *, seed, step_size=None, keep_draws=True, sample_dir=None,
         interrupted = True
         if write_files:
             warnings.warn(f"interrupted at {kernel.unit} {state.t} of {total_max}; returning the "
-                          f"{state.n_kept} draws kept so far", RuntimeWarning, stacklevel=3)
+                          f"{state.n_kept} draws kept so far", RuntimeWarning, stacklevel=user_stacklevel())
         if checkpoint is not None:
             state.save(checkpoint, fingerprint)
     finally:

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 
 from pymf import gpu
-from pymf.errors import DivergenceError
+from pymf.errors import DivergenceError, user_stacklevel
 from pymf.nmf import _sgld, _tweedie
 
 RING_THREADS = 512  # PYMF_RING_THREADS in cuda/psgld.cu (its __launch_bounds__)
@@ -373,7 +373,7 @@ class CudaPSGLDChain:
             if self.requested_strategy == "auto":
                 warnings.warn("the ring kernel's thread blocks were not all resident (a shared "
                               "GPU?): CudaPSGLDChain goes on with strategy='launches'",
-                              RuntimeWarning, stacklevel=3)
+                              RuntimeWarning, stacklevel=user_stacklevel())
                 self.strategy = "launches"
                 self._prepare_launches()
                 self.W_next = device.empty_like(self.W)

@@ -7,8 +7,6 @@ of (seed, data, settings), whatever the number of threads, and a resumed fit equ
 that never stopped.
 """
 import math
-import os
-import sys
 import warnings
 
 import numpy as np
@@ -16,6 +14,7 @@ import numpy as np
 from pymf.engine import driver
 from pymf.engine.checks import check_count
 from pymf.engine.seeds import resolve_seed, seed_sequence
+from pymf.errors import user_stacklevel
 from pymf.sibm import _sibm
 from pymf.sibm.binary import as_binary, check_test
 from pymf.sibm.kernel import SIBMKernel
@@ -89,17 +88,7 @@ def warn_one_class(test):
                   f"AUC is undefined without both classes, so test_auc is traced as NaN "
                   f"(test_loglik is still traced); hold out entries of both classes for an "
                   f"AUC (pymf.sibm.holdout holds out as many zeros as ones)", UserWarning,
-                  stacklevel=_caller_level())
-
-
-def _caller_level():
-    """The warnings stacklevel of the first frame outside pymf (the call of pymf.fit),
-    counted from _caller_level's caller's caller."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    level, frame = 2, sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename.startswith(package):
-        level, frame = level + 1, frame.f_back
-    return level
+                  stacklevel=user_stacklevel())
 
 
 def fit_sibm(model, data, method, n_updates=1000, seed=None, init=None, test=None,
