@@ -398,7 +398,8 @@ def run(kernel, plan, *, seed, step_size=None, keep_draws=True, sample_dir=None,
         interrupted = True
         if write_files:
             warnings.warn(f"interrupted at {kernel.unit} {state.t} of {total_max}; returning the "
-                          f"{state.n_kept} draws kept so far", RuntimeWarning, stacklevel=user_stacklevel())
+                          f"{state.n_kept} draws kept so far", RuntimeWarning,
+                          stacklevel=user_stacklevel())
         if checkpoint is not None:
             state.save(checkpoint, fingerprint)
     finally:

@@ -47,9 +47,7 @@ class IBPResult(Result):
 
     @property
     def Z_samples(self):
-        N = self.shape[0]
-        return [np.unpackbits(z, count=N * a.shape[0]).reshape(N, a.shape[0]).astype(bool)
-                for z, a in zip(self._kept_Z, self._kept_A)]
+        return [self._Z_of_draw(s) for s in range(len(self._kept_A))]
 
     @property
     def A_samples(self):
@@ -63,8 +61,9 @@ class IBPResult(Result):
         return float(np.sum(np.log(self.test_density)))
 
     def _Z_of_draw(self, s):
+        """Kept draw s's Z, unpacked (N x K_s booleans)."""
         N, K = self.shape[0], self._kept_A[s].shape[0]
-        return np.unpackbits(self._kept_Z[s], count=N * K).reshape(N, K)
+        return np.unpackbits(self._kept_Z[s], count=N * K).reshape(N, K).astype(bool)
 
     def predictive_draws(self, rows, cols, rng, max_draws):
         """New values of the cells from up to max_draws kept draws (evenly spread): each
