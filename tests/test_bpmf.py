@@ -169,11 +169,13 @@ def test_row_gram_and_correlations_for_many_ranks_and_long_rows(D, bias):
 
 @pytest.mark.parametrize("grid", [(1, 1), (2, 2), (4, 2), (2, 3)])
 @pytest.mark.parametrize("bias", [True, False])
-def test_threaded_gradient_is_the_log_posteriors_bit_for_bit(grid, bias):
+@pytest.mark.parametrize("D", [4, 7])
+def test_threaded_gradient_is_the_log_posteriors_bit_for_bit(grid, bias, D):
     """step_size="auto" takes its Lanczos steps' gradients on the run's threads, one
     stripe a task: they must be log_posterior's one-pass gradient bit for bit (the chosen
-    step, and so the chains, depend on them), for any thread count."""
-    D = 4
+    step, and so the chains, depend on them), for any thread count. The stripes form four
+    ratings' residuals at a time (and add four of a row's terms at once): ranks 4 and 7,
+    and blocks whose rating counts leave remainders, take every path."""
     R = synthetic(L=40, M=25, D=D, density=0.3, seed=5)
     keep = (R.rows != 7) & (R.cols != 3)
     R = pymf.Ratings(R.rows[keep], R.cols[keep], R.values[keep], shape=R.shape)
