@@ -57,10 +57,9 @@ def first_reach(times, values, target, rel=0.01):
 
 
 def draw_means(res, rows, cols):
-    """(Z A) at the cells, for every kept draw in turn."""
-    for Z, A in zip(res.Z_samples, res.A_samples):
-        yield (np.einsum("ik,ki->i", Z[rows].astype(float), A[:, cols]) if A.shape[0]
-               else np.zeros(len(rows)))
+    """(Z A) at the cells, for every kept draw in turn (IBPResult.draw_mean)."""
+    for s in range(len(res.A_samples)):
+        yield res.draw_mean(s, rows, cols)
 
 
 def second_half_coverage(res, X, mask, level=0.9, seed=0):

@@ -25,6 +25,7 @@ class IBPResult(Result):
     test_density       the posterior predictive density of every held-out cell (row-major
                        order of the mask), or None
 
+    draw_mean(s, rows, cols)  kept draw s's (Z A) at the cells
     coverage(test), calibration(test) and plot_calibration(path, test) (pymf.engine.result)
     take the held-out cells as pymf.Ratings (for a mask: rows, cols = np.nonzero(mask);
     pymf.Ratings(rows, cols, X[rows, cols], shape=X.shape)).
@@ -78,11 +79,17 @@ class IBPResult(Result):
         sigma_x = np.asarray(self.posterior["sigma_x"], dtype=np.float64)[0]
         out = np.empty((len(pick), len(rows)))
         for n, s in enumerate(pick):
-            A = self._kept_A[s]
-            Z = self._Z_of_draw(s)[rows].astype(np.float64)
-            mean = np.einsum("ik,ki->i", Z, A[:, cols]) if A.shape[0] else np.zeros(len(rows))
-            out[n] = mean + rng.normal(0.0, sigma_x[s], len(rows))
+            out[n] = self.draw_mean(s, rows, cols) + rng.normal(0.0, sigma_x[s], len(rows))
         return out
+
+    def draw_mean(self, s, rows, cols):
+        """Kept draw s's (Z A) at the cells (rows[i], cols[i]) (integer arrays of one
+        length, inside the matrix): the mean that predict averages and predictive_draws
+        adds noise to."""
+        A = self._kept_A[s]
+        if not A.shape[0]:
+            return np.zeros(len(rows))
+        return np.einsum("ik,ki->i", self._Z_of_draw(s)[rows].astype(np.float64), A[:, cols])
 
     def predict(self, rows, cols, return_std=False):
         """Posterior mean (and sd) of (Z A)[rows[i], cols[i]] over the kept draws."""
@@ -94,8 +101,8 @@ class IBPResult(Result):
             raise ValueError(f"an entry is outside the {N} x {D} matrix")
         if not self._kept_A:
             raise ValueError("this result kept no draws")
-        values = np.array([np.einsum("ik,ki->i", Z[rows.ravel()], A[:, cols.ravel()])
-                           for Z, A in zip(self.Z_samples, self._kept_A)])
+        values = np.array([self.draw_mean(s, rows.ravel(), cols.ravel())
+                           for s in range(len(self._kept_A))])
         mean = values.mean(axis=0)
         return (mean, values.std(axis=0)) if return_std else mean
 
