@@ -330,8 +330,7 @@ def test_dsgld_default_does_not_diverge_on_small_precise_data():
 def test_dsgld_auto_steps_shrink_as_tau_climbs_with_every_determinism(monkeypatch, tmp_path):
     """On precise data tau climbs from 2 towards 100: each chain's steps shrink by its tau
     reference over its tau (pymf.bpmf.kernel.ChainsKernel.use_tau_reference), the
-    reference being the starting tau until the per-row factors are measured and the tau
-    then after. The chain is the same for 1 and 2 threads and when resumed from a
+    reference being the starting tau. The chain is the same for 1 and 2 threads and when resumed from a
     checkpoint before or after that measurement (the references travel in it), and not the
     chain of the same run without the references (they act)."""
     from pymf.bpmf.kernel import BPMFKernel
@@ -342,8 +341,10 @@ def test_dsgld_auto_steps_shrink_as_tau_climbs_with_every_determinism(monkeypatc
                            burnin=30, seed=2, progress=False, **options)
 
     whole = run()
-    references = whole.params["auto_step"]["tau_reference"]
-    assert len(references) == 2 and min(references) > 4.0  # raised from 2 after round 30
+    # the starting tau for the whole run: the per-row factors shrink the steps further,
+    # never stand in for the reference (test_dsgld_auto_on_ratings_of_a_smaller_scale)
+    assert whole.params["auto_step"]["tau_reference"] == [2.0, 2.0]
+    assert min(whole.sample_stats["tau"][-1]) > 4.0  # and tau far past it
     assert np.array_equal(run(threads=2).samples["U"], whole.samples["U"])
     for stop_at in (20, 50):
         path = tmp_path / f"ck{stop_at}.npz"
@@ -354,3 +355,109 @@ def test_dsgld_auto_steps_shrink_as_tau_climbs_with_every_determinism(monkeypatc
         assert resumed.params["auto_step"] == whole.params["auto_step"]
     monkeypatch.setattr(BPMFKernel, "_apply_tau_reference", lambda kernel, reference: None)
     assert not np.array_equal(run().samples["U"], whole.samples["U"])
+
+
+def _small_integer_ratings(L, M, n, seed):
+    """n ratings 1..5 drawn uniformly at random cells of an L x M matrix: MovieLens's first
+    hundred-odd ratings in kind (most users and items with one rating, no low-rank
+    structure), where DSGLD's default minibatch is 2 ratings."""
+    rng = np.random.default_rng(seed)
+    cells = rng.choice(L * M, n, replace=False)
+    return pymf.Ratings(cells // M, cells % M, rng.integers(1, 6, n).astype(float), shape=(L, M))
+
+
+def test_dsgld_auto_pilot_backs_off_from_a_chain_that_blows_up_finitely(monkeypatch):
+    """On 150 ratings the stability rule's step, once halved, let a chain's factors grow
+    to 1e35 and more while its sampled tau and Lambda collapsed: nothing became inf or NaN,
+    so the pilot, which asked only for finite residuals, passed it and the run returned
+    garbage (training RMSE 5e133) without an error. The pilot now also fails a chain whose
+    training RMSE passes pymf.bpmf.kernel.BLOWUP_FACTOR times that of predicting the mean,
+    backs off once more, and the run is sane. Power: with that limit switched off the same
+    run blows up (and so would this test's first assertion fail)."""
+    from pymf.bpmf import kernel as bpmf_kernel
+    ratings = _small_integer_ratings(150, 100, 150, seed=1)
+
+    def run():
+        return pymf.sample(pymf.BPMF(10), ratings, pymf.DSGLD(n_threads=1), n_samples=100,
+                           burnin=20, seed=0, progress=False)
+
+    res = run()
+    assert np.max(res.trace["train_rmse"]) < 10.0  # the ratings' sd is 1.4
+    assert np.all(np.abs(res.samples["U"]) < 100.0)
+    backoffs = res.params["auto_step"]["backoffs"]
+    unchecked = bpmf_kernel.BPMFKernel.__init__
+
+    def without_limit(kernel, *args, **kwargs):
+        unchecked(kernel, *args, **kwargs)
+        kernel.rmse_limit = np.inf
+
+    monkeypatch.setattr(bpmf_kernel.BPMFKernel, "__init__", without_limit)
+    blown = run()
+    assert blown.params["auto_step"]["backoffs"] == backoffs - 1
+    assert np.max(blown.trace["train_rmse"]) > 1e6
+
+
+def test_a_chain_that_blows_up_finitely_raises_and_is_put_back():
+    """ChainsKernel.check_state, which the run loop calls at every trace point before a
+    draw is kept: a chain whose training RMSE passes the limit (finite, or not) raises
+    DivergenceError naming the round and the chain, with the chains put back where the
+    last trace point that passed found them."""
+    from pymf.bpmf.kernel import BLOWUP_FACTOR, BPMFKernel
+    ratings = synthetic_ratings(30, 20, 2, density=0.5, seed=1)
+    kernel = BPMFKernel(pymf.BPMF(2), ratings, pymf.DSGLD(n_threads=1, batch_size=50), 0,
+                        float(ratings.values.mean()), 1)
+    limit = BLOWUP_FACTOR * np.sqrt(np.mean((ratings.values - ratings.values.mean()) ** 2))
+    assert kernel.rmse_limit == pytest.approx(limit)
+    kernel._run_units(np.full(10, 1e-3))
+    kernel.check_state()
+    passed = kernel.c.get_state(1)
+    kernel._run_units(np.full(10, 1e-3))
+    for factor, shown in ((1e4, r"[0-9.e+]+"), (1e200, "inf")):  # 1e200: its squares overflow
+        p = kernel.c.get_state(1)
+        kernel.c.set_state(1, p.U * factor, p.V, p.a, p.b, p.lambdas, kernel.c.round)
+        with pytest.raises(pymf.DivergenceError, match=rf"round 20 of chain 1: the chain "
+                           rf"diverged: its training RMSE is {shown}, more than 100 times .* "
+                           r"the chains keep their state after round 10") as info:
+            kernel.check_state()
+        assert info.value.iteration == 20
+        assert kernel.t == 10 and np.array_equal(kernel.c.get_state(1).U, passed.U)
+        kernel._run_units(np.full(10, 1e-3))
+    kernel.check_state()  # a sane chain passes
+
+
+def test_dsgld_auto_on_ratings_of_a_smaller_scale():
+    """Ratings in [0.2, 1] (BPMF's synthetic ratings divided by 5): tau climbs from its start
+    of 2 to about 25 in the burn-in, and the steps shrink by 2 / tau. The per-row factors
+    measured at the burn-in's end used to raise each chain's reference to its tau there,
+    which let the steps of the rows they leave at 1 grow 10-fold at once: every seed
+    diverged within 16 rounds of the burn-in's end. The reference now stays at the start."""
+    base = synthetic_ratings(100, 80, 3, density=0.25, seed=0, noise_sd=0.5)
+    ratings = pymf.Ratings(base.rows, base.cols, base.values / 5.0, shape=base.shape)
+    for seed in range(2):
+        res = pymf.sample(pymf.BPMF(3), ratings, pymf.DSGLD(n_threads=1), n_samples=200,
+                          burnin=100, seed=seed, progress=False)
+        assert res.params["auto_step"]["tau_reference"] == [2.0, 2.0]
+        assert np.mean(res.sample_stats["tau"][-1]) > 10.0
+        assert res.trace["train_rmse"][-1] < 0.2  # the noise sd is 0.1 at this scale
+
+
+@pytest.mark.parametrize("case", ["gaussian 1e-2", "zeros", "1e-8", "gamma 1e-3"])
+def test_nmf_auto_steps_pilot_on_data_of_tiny_values(case):
+    """The pilot failed where its log-likelihood fell by more than the start's own. A start
+    that fits tiny values has a log-likelihood near 0 (-0.1 on a 10 x 10 matrix of zeros),
+    so every sane move "diverged" and step_size="auto" refused the data at every step it
+    tried. The fall allowed is now at least a nat per observed entry; a fixed step shows
+    these chains are stable (the steps chosen here: 0.1, 0.1, 0.097, 0.014)."""
+    rng = np.random.default_rng(1)
+    model, X, sampler = {
+        "gaussian 1e-2": (pymf.TweedieNMF(3, beta=2, prior="gaussian"),
+                          rng.normal(size=(30, 30)) * 1e-2, pymf.LD(n_threads=1)),
+        "zeros": (pymf.TweedieNMF(3), np.zeros((10, 10)), pymf.PSGLD(blocks=2, n_threads=1)),
+        "1e-8": (pymf.TweedieNMF(3), np.full((10, 10), 1e-8), pymf.LD(n_threads=1)),
+        "gamma 1e-3": (pymf.TweedieNMF(3), rng.gamma(2, 1, (30, 30)) * 1e-3,
+                       pymf.PSGLD(blocks=2, n_threads=1)),
+    }[case]
+    res = pymf.sample(model, X, sampler, n_samples=200, seed=0, progress=False)
+    eps = res.params["auto_step"]["eps"]
+    assert eps > 1e-2
+    assert -X.size < res.trace["loglik"][-1] < 0

@@ -390,3 +390,30 @@ def test_runs_through_pymf_sample_with_a_test_set_and_saves():
     with pytest.raises(ValueError, match="blocks= sets HAMCMC's block grid"):
         A, x, _ = pymf.datasets.make_linear_gaussian(50, 3, seed=0)
         pymf.sample(pymf.LinearGaussian(), (A, x), pymf.HAMCMC(blocks=2), n_samples=5)
+
+
+def test_the_automatic_steps_pilot_checks_every_state_of_the_window(monkeypatch):
+    """HAMCMC keeps `memory` interleaved states, each its own sub-chain. The pilot of
+    step_size="auto" checked only the state get_state returns, and passed steps under which
+    another sub-chain had blown up (log-likelihoods of -1e33 to -1e262 between sane ones):
+    with gamma = 0.01 and scaled_gamma on a 60 x 50 Gaussian MF, all three seeds diverged
+    within 25 iterations. The pilot now checks every state of the window. Power: with the
+    one-state check back, the same runs diverge."""
+    from pymf.errors import DivergenceError
+    from pymf.nmf import kernel as nmf_kernel
+    rng = np.random.default_rng(0)
+    V = rng.normal(size=(60, 5)) @ rng.normal(size=(5, 50)) + rng.normal(size=(60, 50))
+    train = pymf.Ratings.from_dense(V).split(0.1, seed=0)[0]
+    model = pymf.TweedieNMF(5, beta=2, phi=1, prior="gaussian")
+
+    def run(seed):
+        return pymf.sample(model, train, pymf.HAMCMC(memory=3, blocks=2, gamma=1e-2,
+                                                     scaled_gamma=True, lam=1.0, n_threads=1),
+                           n_samples=300, seed=seed, progress=False)
+
+    for seed in range(3):
+        assert np.min(run(seed).trace["loglik"]) > -1e5  # about -1,500 at the posterior
+    monkeypatch.setattr(nmf_kernel, "pilot_states",
+                        lambda chain, W, Ht, *rest: [(W, Ht, chain.loglik())])
+    with pytest.raises(DivergenceError):
+        run(0)

@@ -13,6 +13,7 @@ from pymf.data import stable_order
 from pymf.engine import autostep
 from pymf.engine.rowsteps import RowStepKernel
 from pymf.engine.seeds import seed_sequence
+from pymf.errors import DivergenceError
 
 
 def _sum_sq(x):
@@ -39,6 +40,24 @@ def _rmse(sq_error, n):
 
 _CHAIN_ARRAYS = ("U", "V", "a", "b", "lambdas")  # a DSGLD chain's state (with the round)
 
+# A chain whose training RMSE passes this many times that of predicting the offset (the
+# training mean, or the model's mean_rating) everywhere has diverged. A step too large for
+# the data lets the factors grow without bound while the sampled precisions (tau, the
+# factors' Lambda) collapse: the gradient flattens, so nothing becomes inf or NaN and the
+# chain runs on, finite and useless (1e35 factors and tau 1e-75 on 100 MovieLens ratings
+# with a minibatch of 2). No posterior draw predicts 100 times worse than the mean.
+BLOWUP_FACTOR = 100.0
+
+
+def rmse_limit(values, mean_rating):
+    """BLOWUP_FACTOR times the RMSE of predicting mean_rating for every rating in values
+    (times max(|mean_rating|, 1) where they all equal it)."""
+    values = np.asarray(values, dtype=np.float64)
+    scale = _rmse(_sum_sq(values - mean_rating), values.size) if values.size else 0.0
+    if not scale > 0.0:
+        scale = max(abs(float(mean_rating)), 1.0)
+    return BLOWUP_FACTOR * scale
+
 
 class ChainsKernel(RowStepKernel):
     """The engine's kernel protocol on top of a BPMF chains face (n_chains, layout, t,
@@ -62,6 +81,8 @@ class ChainsKernel(RowStepKernel):
     tau_reference = None
     test = None
     _drawn = None  # (counter, states) of the last draw(), for the draw_stats() that follows
+    rmse_limit = math.inf  # a training RMSE past it is a divergence (set by the constructors)
+    _passed = None  # (counter, snapshot()) at the last trace point check_state passed
 
     @property
     def counter(self):
@@ -85,6 +106,36 @@ class ChainsKernel(RowStepKernel):
     def train_rmses(self):
         """Every chain's training RMSE."""
         return [self.train_rmse(c) for c in range(self.n_chains)]
+
+    def blown_up(self, rmses):
+        """(chain, RMSE) of the first chain whose training RMSE is not finite or is past
+        rmse_limit, else None."""
+        for chain, value in enumerate(rmses):
+            if not value <= self.rmse_limit:  # NaN too
+                return chain, value
+        return None
+
+    def check_state(self):
+        """At a trace point, before a draw is kept: a chain that has blown up (blown_up)
+        raises DivergenceError, the chains put back where the last trace point found them
+        (the state the error keeps), so that no garbage draw is kept or returned."""
+        bad = self.blown_up(self.train_rmses())
+        if bad is None:
+            self._passed = (self.counter, self.snapshot())
+            return
+        chain, value = bad
+        t = self.counter
+        if self._passed is not None:
+            self.restore(self._passed[1])
+            kept = f"the chains keep their state after {self.unit} {self._passed[0]}"
+        else:
+            kept = "no earlier trace point passed this check: the chains keep their state now"
+        raise DivergenceError(
+            f"{self.unit} {t} of chain {chain}: the chain diverged: its training RMSE is "
+            f"{value:.3g}, more than {BLOWUP_FACTOR:g} times that of predicting the mean "
+            f"rating everywhere ({self.rmse_limit / BLOWUP_FACTOR:.3g}); its factors grow "
+            f"without bound (a step too large for these data: give a smaller step_size); "
+            f"{kept}", iteration=t)
 
     def precisions(self, chain):
         """The precisions' summary dict of one chain (state(chain)[4])."""
@@ -127,8 +178,8 @@ class ChainsKernel(RowStepKernel):
         self.restore_state(arrays)
         self.restore_row_steps(arrays)
         if self.tau_reference is not None and "tau_reference" in arrays:
-            # the references the run had at this state (restore_row_steps' factors may have
-            # raised them to the restored state's tau, which an uninterrupted run did not)
+            # the references the run had at this state (a checkpoint of pymf 0.2's last
+            # releases holds references raised to the chains' tau after the burn-in)
             self.use_tau_reference(arrays["tau_reference"])
 
     # --- tau and the automatic step ------------------------------------------------------
@@ -139,21 +190,20 @@ class ChainsKernel(RowStepKernel):
 
     def use_tau_reference(self, tau_reference):
         """From now on chain c's steps shrink by tau_reference[c] / tau where its tau exceeds
-        tau_reference[c]. step_size="auto" sets the chains' starting tau before its pilot
-        (the curvature, which is proportional to tau, was measured there: as tau climbs
-        towards the data's, a step kept at the start's size diverged on precise data) and
-        raises each chain's reference to its tau where the per-row factors are measured
-        (they hold for that tau). Steps never grow: MovieLens's tau stays below its start
-        of 2, and its chains are the same as without the references."""
+        tau_reference[c]. step_size="auto" sets the chains' starting tau before its pilot:
+        the curvature, which is proportional to tau, was measured there, so eps tau never
+        grows past its chosen value (as tau climbs towards the data's, a step kept at the
+        start's size diverged on precise data). The reference stays for the whole run: the
+        per-row factors measured after the burn-in shrink that step further and never
+        stand in for it (raising the reference to the chains' tau there, as before, let
+        the steps of rows the factors leave at 1 grow by tau / tau_start at once, which
+        diverged on ratings of a smaller scale: docs/tuning.md). Steps never grow:
+        MovieLens's tau stays below its start of 2, and its chains are the same as without
+        the references."""
         self.tau_reference = np.array(tau_reference, dtype=np.float64).reshape(self.n_chains)
         self._apply_tau_reference(self.tau_reference)
         if self.row_plan is not None:  # params["auto_step"] records them
             self.row_plan["tau_reference"] = self.tau_reference.tolist()
-
-    def _set_row_steps(self, factors):
-        super()._set_row_steps(factors)
-        if self.tau_reference is not None:
-            self.use_tau_reference(np.maximum(self.tau_reference, self.current_taus()))
 
     # --- the per-row bound of step_size="auto" (pymf.engine.autostep, point 5) ----------
 
@@ -217,6 +267,8 @@ def row_curvatures(layout, c_model, params, n_threads=0):
 class BPMFKernel(ChainsKernel):
     """DSGLD chains or the Gibbs chain in shared memory (OpenMP)."""
 
+    _gibbs_rmse = None  # (sweep, [training RMSE]) of the Gibbs chain
+
     def __init__(self, model, ratings, sampler, seed, mean_rating, n_threads, add_noise=True):
         """add_noise=False: the same minibatch steps without noise (pymf.fit's (D)SGD)."""
         self.model, self.sampler = model, sampler
@@ -226,6 +278,7 @@ class BPMFKernel(ChainsKernel):
         permute_rng, init_rng, gibbs_seeds, noise_seeds, hyper_seeds = bpmf_seeds(seed, self.n_chains)
         self.c_model = model.c_model(mean_rating)
         self.nnz = ratings.nnz
+        self.rmse_limit = rmse_limit(ratings.values, mean_rating)
         if isinstance(sampler, DSGLD):
             self.layout = Layout(ratings, sampler.grid, sampler.permute, permute_rng)
             self.c = _bpmf.DSGLDChains(self.layout.c, self.c_model, self.n_chains,
@@ -305,7 +358,8 @@ class BPMFKernel(ChainsKernel):
             try:
                 started = time.perf_counter()
                 self._run_units(steps)
-                ok = bool(np.all(np.isfinite(self.c.sq_errors())))
+                # finite is not enough: a blown-up chain stays finite (BLOWUP_FACTOR)
+                ok = self.blown_up([_rmse(sq, self.nnz) for sq in self.c.sq_errors()]) is None
                 if ok and schedule is not None:
                     self.kept_pilot = autostep.KeptPilot(steps, self.snapshot(),
                                                          time.perf_counter() - started)
@@ -358,6 +412,7 @@ class BPMFKernel(ChainsKernel):
     def set_initial(self, init):
         """Start every chain from init (check_init's dict, original order); the precisions
         keep their initial values."""
+        self._gibbs_rmse = None
         for c in range(self.n_chains):
             U, V, a, b = self.layout.to_grid(*(init[key][c] for key in "UVab"))
             if self.is_gibbs:
@@ -378,7 +433,7 @@ class BPMFKernel(ChainsKernel):
         return state
 
     def restore_state(self, state):
-        self._drawn = None
+        self._drawn = self._gibbs_rmse = None
         counter = int(state["counter"])
         if self.is_gibbs:
             self.c.set_state(*(state[key] for key in ("U", "V", "a", "b", "hyper")), counter)
@@ -409,7 +464,11 @@ class BPMFKernel(ChainsKernel):
 
     def train_rmses(self):
         if self.is_gibbs:
-            return [self.train_rmse(0)]
+            # a pass of predictions over the ratings, asked for by check_state and then by
+            # the trace point and the kept draw of the same sweep: computed once a sweep
+            if self._gibbs_rmse is None or self._gibbs_rmse[0] != self.t:
+                self._gibbs_rmse = (self.t, [self.train_rmse(0)])
+            return list(self._gibbs_rmse[1])
         # every chain in one pass over the ratings, or the sums that tau's draw, a trace
         # point or a kept draw left at this round (at 10^7 ratings a pass of 4 chains costs
         # about a round and a half)

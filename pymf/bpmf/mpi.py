@@ -30,7 +30,8 @@ import sys
 import numpy as np
 
 from pymf.bpmf import _bpmf
-from pymf.bpmf.kernel import _CHAIN_ARRAYS, BPMFKernel, ChainsKernel, _rmse, precision_stats
+from pymf.bpmf.kernel import (_CHAIN_ARRAYS, BPMFKernel, ChainsKernel, _rmse, precision_stats,
+                              rmse_limit)
 from pymf.bpmf.layout import Layout, _initial_params, bpmf_seeds
 from pymf.bpmf.samplers import DSGLD
 from pymf.bpmf.sampling import sample_bpmf
@@ -95,6 +96,7 @@ class _ServerChains(ChainsKernel):
                                                               setup.init_rng))
                        for _ in range(self.n_chains)]
         self.nnz = ratings.nnz
+        self.rmse_limit = rmse_limit(ratings.values, setup.mean_rating)
         self.t = 0
         self.is_gibbs = False
 

@@ -240,6 +240,19 @@ def minibatch_kick(sampler, data):
     return max(1.0, poisson_quantile(n_min / s, KICK_QUANTILE) * s / n_min)
 
 
+def pilot_states(chain, W, Ht, data, model, n_threads):
+    """(W, Ht, log-likelihood) of every state a pilot's end holds (W, Ht: get_state's).
+    HAMCMC on MF keeps a window of `memory` interleaved states, each its own sub-chain, and
+    one could blow up (a log-likelihood of -1e262) while get_state's stayed sane: a chain
+    with a window says so by its snapshot's W_planes, the window's states first. Other
+    chains: their one state."""
+    planes = chain.snapshot() if hasattr(chain, "memory") else {}
+    if "W_planes" not in planes:
+        return [(W, Ht, chain.loglik())]
+    return [(Wm, Hm, _tweedie.loglik(data, Wm, Hm, model.beta, model.initial_phi, n_threads))
+            for Wm, Hm in zip(planes["W_planes"][:chain.memory], planes["Ht_planes"][:chain.memory])]
+
+
 def resolve_auto_step(sampler, chain, data, model, seed, burnin=0, kept=None):
     """(sampler, info): a sampler with step_size="auto" gets a constant step chosen at the
     chain's starting state (pymf.engine.autostep: Lanczos steps on finite-difference
@@ -270,6 +283,11 @@ def resolve_auto_step(sampler, chain, data, model, seed, burnin=0, kept=None):
         return scale * np.concatenate([gW.ravel(), gHt.ravel()])
 
     start = chain.loglik()
+    # a pilot fails where its log-likelihood fell by more than this: as much as the start's
+    # own (a diverging chain falls by orders of magnitude), and at least a nat per observed
+    # entry, since a start that fits tiny values (all zeros, 1e-8) has a log-likelihood
+    # near 0, below which every sane move fell (the pilot "diverged" at every step)
+    tolerance = max(abs(start), float(data.n_observed))
     phi0 = model.initial_phi
 
     accepted = []
@@ -281,9 +299,10 @@ def resolve_auto_step(sampler, chain, data, model, seed, burnin=0, kept=None):
             started = time.perf_counter()
             chain.run(steps)
             W, Ht, _ = chain.get_state()
-            value = chain.loglik()
-            ok = (bool(np.all(np.isfinite(W)) and np.all(np.isfinite(Ht)))
-                  and math.isfinite(value) and value >= start - abs(start))
+            ok = all(bool(np.all(np.isfinite(W)) and np.all(np.isfinite(Ht)))
+                     and math.isfinite(value) and value >= start - tolerance
+                     for W, Ht, value in pilot_states(chain, W, Ht, data, model,
+                                                      sampler.n_threads or 0))
             if ok and kept is not None and isinstance(chain, _sgld.LangevinChain):
                 # FactorKernel.snapshot()'s arrays at the pilot's end (the CPU Langevin
                 # chains'; HAMCMC's and alpha-stable MF's snapshots hold more: they keep
