@@ -1047,3 +1047,17 @@ def test_block_steps_shrink_by_the_tau_reference_only_past_it():
     with pytest.raises(ValueError, match="tau reference -1 of chain 1 is not positive"):
         chains.set_tau_reference([2.0, -1.0])
     chains.set_tau_reference(None)
+
+
+def test_a_result_without_kept_draws_refuses_to_predict(synthetic_ratings):
+    """A run that diverged (or was stopped) in its burn-in kept no draw: predict used to
+    answer 0.0 with an sd of NaN, a mean of nothing; it now says why it cannot."""
+    train, test = synthetic_ratings(30, 20, 2, density=0.5, seed=1).split(0.2, seed=0)
+    with pytest.raises(pymf.DivergenceError) as info:
+        pymf.sample(pymf.BPMF(2), train, pymf.DSGLD(n_threads=1, step_size=50.0),
+                    n_samples=50, seed=0, progress=False, test=test)
+    result = info.value.result
+    assert result.n_kept == 0
+    for call in (lambda: result.predict([0], [0]), lambda: result.coverage(test)):
+        with pytest.raises(ValueError, match="this run kept no draws"):
+            call()

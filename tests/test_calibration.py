@@ -95,11 +95,29 @@ def test_calibration_table_and_plot(split, exact, tmp_path):
     # binned RMSE follows the predicted sd (calibrated: within 25 % in every bin)
     np.testing.assert_allclose(table["bin_rmse"], table["bin_sd"], rtol=0.25)
     path = exact.plot_calibration(tmp_path / "calibration.png")
-    assert (tmp_path / "calibration.png").stat().st_size > 10000 and path
+    assert (tmp_path / "calibration.png").stat().st_size > 10000
+    assert path == str(tmp_path / "calibration.png")
+    # the path returned is the file written; a wrong path fails before any work
+    assert exact.plot_calibration(tmp_path / "plain") == str(tmp_path / "plain.png")
+    assert (tmp_path / "plain.png").stat().st_size > 10000
+    (tmp_path / "folder.png").mkdir()
+    for bad, message in ((tmp_path / "missing" / "c.png", "directory .* does not exist"),
+                         (tmp_path / "folder.png", "is a directory"), ("", "non-empty")):
+        with pytest.raises(ValueError, match=f"the calibration plot path.*{message}"):
+            exact.plot_calibration(bad, test)
     with pytest.raises(ValueError, match="level"):
         exact.coverage(test, levels=(0.9, 1.5))
     with pytest.raises(ValueError, match="held-out"):
         exact.coverage(None)
+    # the test set's cells are cells of the data's matrix, as pymf.sample(test=) asks: a
+    # test set of another shape was scored as if its entries were the data's
+    L, M = train.shape
+    for wrong in (pymf.Ratings(test.rows, test.cols, test.values, shape=(L + 1, M)),
+                  pymf.Ratings([0], [0], [3.0], shape=(1, 1))):
+        with pytest.raises(ValueError, match=rf"the test set has shape \({wrong.shape[0]}, "):
+            exact.coverage(wrong)
+    with pytest.raises(ValueError, match="seed must be None or an integer >= 0, got -1"):
+        exact.calibration(test, seed=-1)
 
 
 def test_a_point_estimate_has_no_coverage(split):

@@ -337,6 +337,42 @@ def test_save_load_and_features_png(tmp_path):
     assert np.isfinite(res.trace["heldout_loglik"]).all()
     path = res.features_png(str(tmp_path / "f.png"))
     assert (tmp_path / "f.png").stat().st_size > 1000 and path.endswith("f.png")
+    assert res.features_png(str(tmp_path / "g"), draw=-4) == str(tmp_path / "g.png")
+    for draw in (4, -5, 1.0, True):
+        with pytest.raises(ValueError, match=r"draw must be the index of a kept draw, in "
+                                             rf"\[-4, 4\), got {draw!r}"):
+            res.features_png(str(tmp_path / "h.png"), draw=draw)
+
+
+def test_a_result_saved_over_an_earlier_one_in_a_directory_is_itself(tmp_path):
+    """A directory save writes its arrays over the files there and leaves the others; load
+    reads only what meta.json lists, so an earlier run's held-out density (a file the new
+    result does not have) is not read back into a run that held nothing out."""
+    X, mask, model = small_problem()
+    path = str(tmp_path / "d")
+    pymf.sample(model, X, pymf.CollapsedIBP(), n_samples=8, seed=0, test_mask=mask,
+                progress=False).save(path)
+    plain = pymf.sample(model, X, pymf.CollapsedIBP(), n_samples=3, seed=1, progress=False)
+    back = pymf.load(plain.save(path))
+    assert plain.test_density is None and back.test_density is None
+    assert np.isnan(back.predictive_loglik) and np.isnan(plain.predictive_loglik)
+    same_run(plain, back)
+
+
+def test_keep_samples_false_keeps_no_z_and_a():
+    """keep_samples=False kept every Z and A in memory all the same (and predict used them),
+    while the posterior was empty and coverage said no draws were kept. Now it keeps the
+    running moments only, as every family: the held-out density is the same."""
+    X, mask, model = small_problem()
+    kept = pymf.sample(model, X, pymf.CollapsedIBP(), n_samples=6, seed=0, test_mask=mask,
+                       progress=False)
+    lean = pymf.sample(model, X, pymf.CollapsedIBP(), n_samples=6, seed=0, test_mask=mask,
+                       progress=False, keep_samples=False)
+    assert lean.n_kept == kept.n_kept == 6
+    assert lean.Z_samples == [] and lean.A_samples == [] and lean.posterior == {}
+    assert lean.predictive_loglik == kept.predictive_loglik
+    with pytest.raises(ValueError, match="this result kept no draws"):
+        lean.predict([0], [0])
 
 
 def test_held_out_values_are_never_read():
@@ -394,3 +430,20 @@ def test_command_line_writes_result_summary_and_features(tmp_path, capsys):
     # the held-out cells (a checkerboard over the first tenth of the rows): their coverage
     assert sorted(summary["coverage"]) == ["0.5", "0.8", "0.9", "0.95"]
     assert all(0.0 <= value <= 1.0 for value in summary["coverage"].values())
+
+
+def test_a_matrix_singular_to_double_precision_is_a_divergence_with_the_last_state():
+    """sigma_x^2 / sigma_a^2 = 1e-16 (starting values the model accepts) on nearly
+    noiseless data: Z'Z + r I is singular to double precision once two features coincide.
+    That was a bare RuntimeError without the partial result; it is a DivergenceError naming
+    the iteration, r and the remedy, with the state of the last completed iteration."""
+    X, _, _ = pymf.datasets.make_cambridge(n=30, sigma_x=1e-6, seed=0)
+    with pytest.raises(pymf.DivergenceError, match=r"iteration 1: a split-merge proposal met "
+                       r"Z'Z \+ \(sigma_x\^2 / sigma_a\^2\) I not positive definite in double "
+                       r"precision \(sigma_x = 0.01, sigma_a = 1e\+06, their squared ratio "
+                       r"1e-16\); kept the state of iteration 0. Start from a larger sigma_x "
+                       r"or a smaller sigma_a") as info:
+        pymf.sample(pymf.IBPLinearGaussian(sigma_x=0.01, sigma_a=1e6), X, pymf.CollapsedIBP(),
+                    n_samples=10, seed=1, progress=False)
+    assert info.value.iteration == 1 and info.value.result is not None
+    assert info.value.state["sigma_x"] == 0.01 and info.value.state["Z"].shape[0] == 30

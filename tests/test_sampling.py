@@ -100,6 +100,27 @@ def test_checkpoint_resume_equals_uninterrupted_run(poisson_data, tmp_path, stre
         assert np.array_equal(resumed.trace[key], full.trace[key]), key
 
 
+def test_a_new_run_never_streams_over_draws_already_in_its_sample_dir(poisson_data, tmp_path):
+    """A new run streaming into a folder that holds a saved result (or an earlier run's
+    draws) wrote its draws over that result's files, and over the draws of a result still
+    open, which are memory maps of them. It is refused now, and nothing is touched."""
+    model = pymf.TweedieNMF(4)
+    sampler = SAMPLERS["psgld"](None)
+    saved = str(tmp_path / "saved")
+    first = pymf.sample(model, poisson_data, sampler, n_samples=20, seed=0)
+    first.save(saved)
+    streamed = str(tmp_path / "streamed")
+    earlier = pymf.sample(model, poisson_data, sampler, n_samples=20, seed=1, sample_dir=streamed)
+    kept = np.array(earlier.W_samples)
+    for folder in (saved, streamed):
+        with pytest.raises(ValueError, match=r"sample_dir .* already holds W_samples.npy, "
+                                             r"H_samples.npy \(an earlier run's draws or a "
+                                             r"saved result\); give a new or empty folder"):
+            pymf.sample(model, poisson_data, sampler, n_samples=10, seed=9, sample_dir=folder)
+    assert np.array_equal(pymf.load(saved).W_samples, first.W_samples)
+    assert np.array_equal(earlier.W_samples, kept)
+
+
 @pytest.mark.parametrize("stop_at", [20, 70])  # before the first kept draw; after some
 def test_saving_a_stopped_streamed_run_into_its_sample_dir_keeps_it_resumable(
         poisson_data, tmp_path, stop_at):

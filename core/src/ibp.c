@@ -1504,6 +1504,22 @@ static void tail_sweeps(pymf_ibp *s, process *pr)
     }
 }
 
+/* Z'Z + r I, r = sigma_x^2 / sigma_a^2, met as not positive definite by `where` in
+ * iteration t: with r tiny beside Z'Z's entries (up to N) two coinciding features make it
+ * singular to double precision. A divergence: the run stops with the state of iteration
+ * t - 1 (pymf_ibp_run aborts to it), naming r and the remedy. */
+static pymf_status not_positive_definite(const pymf_ibp *s, int64_t t, const char *where,
+                                         pymf_error *err)
+{
+    err->iteration = t;
+    return pymf_fail(err, PYMF_EDIVERGED, "iteration %lld: %s met Z'Z + (sigma_x^2 / "
+                     "sigma_a^2) I not positive definite in double precision (sigma_x = %g, "
+                     "sigma_a = %g, their squared ratio %g); kept the state of iteration %lld. "
+                     "Start from a larger sigma_x or a smaller sigma_a", (long long)t, where,
+                     s->sigma_x, s->sigma_a, (s->sigma_x * s->sigma_x) / (s->sigma_a * s->sigma_a),
+                     (long long)(t - 1));
+}
+
 static pymf_status process_status(pymf_ibp *s, pymf_error *err)
 {
     for (int q = 0; q < s->config.n_local; ++q) {
@@ -1517,9 +1533,10 @@ static pymf_status process_status(pymf_ibp *s, pymf_error *err)
             return pymf_fail(err, PYMF_ENOMEM, "iteration %lld: out of memory in the collapsed "
                              "update of row %lld", (long long)(s->t + 1),
                              (long long)pr->bad_row);
-        return pymf_fail(err, pr->status, "iteration %lld: the collapsed update of "
-                         "row %lld met a matrix that is not positive definite",
-                         (long long)(s->t + 1), (long long)pr->bad_row);
+        /* a divergence (the state of the last iteration kept), not an internal error:
+         * Z'Z + r I is singular to double precision where r is tiny and two features
+         * coincide */
+        return not_positive_definite(s, s->t + 1, "the collapsed update of a row", err);
     }
     return PYMF_OK;
 }
@@ -1533,14 +1550,13 @@ static int n_threads(const pymf_ibp *s, int work)
 }
 
 /* moved: what split_merge returned (0 a numerical failure, -1 out of memory) */
-static pymf_status split_merge_failed(pymf_error *err, int64_t t, int moved)
+static pymf_status split_merge_failed(const pymf_ibp *s, pymf_error *err, int64_t t, int moved)
 {
     err->iteration = t;
     if (moved < 0)
         return pymf_fail(err, PYMF_ENOMEM, "iteration %lld: out of memory in the split-merge "
                          "moves", (long long)t);
-    return pymf_fail(err, PYMF_ENUMERIC, "iteration %lld: a split-merge proposal met a matrix "
-                     "that is not positive definite", (long long)t);
+    return not_positive_definite(s, t, "a split-merge proposal", err);
 }
 
 /* Collapsed Gibbs: the moves on the block of every feature (its M, S, Abar current). */
@@ -1551,7 +1567,7 @@ static pymf_status collapsed_split_merge(pymf_ibp *s, int64_t t, pymf_error *err
                                   s->alpha, sx2, sa2, s->config.split_merge_flaw, s->sm_rng,
                                   s->sm_counts);
     if (moved < 1)
-        return split_merge_failed(err, t, moved);
+        return split_merge_failed(s, err, t, moved);
     if (s->procs[0].tail.K > s->config.max_features)  /* splits add one feature each */
         return over_cap(s, t, s->procs[0].tail.K, err);
     return PYMF_OK;
@@ -1981,12 +1997,12 @@ static pymf_status hybrid_split_merge(pymf_ibp *s, const double *Z_all, const do
     }
     memcpy(b->Y, Y_all != NULL ? Y_all : s->Y, sizeof(double) * (size_t)N * D);
     if (!block_refresh(b, r))
-        return split_merge_failed(err, t, 0);
+        return split_merge_failed(s, err, t, 0);
     const int64_t accepted = s->sm_counts[1] + s->sm_counts[3];
     const int moved = split_merge(b, s->config.split_merge, (double)N, s->alpha, sx2, sa2,
                                   s->config.split_merge_flaw, s->sm_rng, s->sm_counts);
     if (moved < 1)
-        return split_merge_failed(err, t, moved);
+        return split_merge_failed(s, err, t, moved);
     if (b->K > s->config.max_features)  /* splits add one feature each */
         return over_cap(s, t, b->K, err);
     if (s->sm_counts[1] + s->sm_counts[3] == accepted)
@@ -2010,7 +2026,7 @@ static pymf_status hybrid_split_merge(pymf_ibp *s, const double *Z_all, const do
                 pymf_axpy(D, 1.0, b->Y + i * D, A + (int64_t)a * D);
             }
     if (!cholesky(L, Kn, Kn)) {
-        status = split_merge_failed(err, t, 0);
+        status = split_merge_failed(s, err, t, 0);
         goto done;
     }
     draw_loadings(L, A, noise, Kn, D, s->sigma_x, s->sm_rng);
@@ -2049,7 +2065,7 @@ pymf_status pymf_ibp_split_merge(pymf_ibp *s, const double *Z_all, const double 
     block *b = &s->procs[0].tail;
     memcpy(b->Y, s->Y, sizeof(double) * (size_t)s->n_rows * s->D);
     if (!block_refresh(b, (s->sigma_x * s->sigma_x) / (s->sigma_a * s->sigma_a)))
-        return split_merge_failed(err, s->t, 0);
+        return split_merge_failed(s, err, s->t, 0);
     return collapsed_split_merge(s, s->t, err);
 }
 

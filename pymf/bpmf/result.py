@@ -70,6 +70,11 @@ class BPMFResult(Result):
         shape = (self.last_state["U"].shape[1], self.last_state["V"].shape[1]) \
             if self.last_state is not None else (np.inf, np.inf)
         users, items = entry_ids(users, items, shape, ("user", "item"))
+        if self.n_kept == 0:
+            # no draw kept (a divergence or Ctrl-C in the burn-in): a mean of nothing, which
+            # read 0.0 with an sd of NaN
+            raise ValueError("this run kept no draws (stopped in the burn-in?): nothing to "
+                             "predict from; its last state is result.last_state")
         if self.samples is not None:
             s = self.samples
             acc = RunningMoments((len(users),))

@@ -50,8 +50,18 @@ def held_out(test):
 
 
 def predictive(result, test, seed=0, max_draws=MAX_DRAWS):
-    """(test, mean, sd, draws or None) of the posterior predictive at the held-out entries."""
+    """(test, mean, sd, draws or None) of the posterior predictive at the held-out entries.
+    The test set's shape must be the data's, as pymf.sample(test=...) asks (its entries
+    are cells of that matrix); seed: what numpy.random.default_rng takes."""
     test = held_out(test)
+    shape = (getattr(result, "params", None) or {}).get("shape")
+    if shape is not None and tuple(test.shape) != tuple(shape):
+        raise ValueError(f"the test set has shape {tuple(test.shape)}, the data "
+                         f"{tuple(shape)}")
+    if isinstance(seed, bool) or not (seed is None or isinstance(seed, (numbers.Integral,
+                                                                        np.integer))) \
+            or (seed is not None and seed < 0):
+        raise ValueError(f"seed must be None or an integer >= 0, got {seed!r}")
     rng = np.random.default_rng(seed)
     draws = result.predictive_draws(test.rows, test.cols, rng, max_draws)
     if draws is not None:

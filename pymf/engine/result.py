@@ -14,7 +14,7 @@ import zipfile
 import numpy as np
 
 from pymf.engine import registry
-from pymf.engine.storage import npz_path, save_directory, save_npz
+from pymf.engine.storage import npz_path, png_path, save_directory, save_npz
 
 FORMAT = 2  # format 1: the files of pymf 0.1 before the engine (read by legacy loaders)
 
@@ -92,8 +92,10 @@ class Result:
     def plot_calibration(self, path, test=None, levels=(0.5, 0.8, 0.9, 0.95), n_bins=10,
                          seed=0):
         """Write a PNG: nominal against observed coverage, and RMSE against predicted sd in
-        bins. test=None plots the last calibration() (or the held-out set it was given)."""
+        bins. test=None plots the last calibration() (or the held-out set it was given).
+        Returns the file written (path, with .png added unless it ends so)."""
         from pymf.engine import calibration
+        path = png_path(path, "calibration plot")
         if test is not None:
             self.calibration(test, levels, n_bins, seed)
         table = getattr(self, "_calibration", None)
@@ -161,7 +163,8 @@ class Result:
                 "n_kept": self.n_kept, "interrupted": self.interrupted,
                 "iterations": self.iterations, "draws": sorted(self._draws or {}),
                 "stats": sorted(self.draw_stats), "trace_keys": sorted(self.trace),
-                **self._family_meta()}
+                # what load reads: a directory may still hold an earlier result's files
+                "arrays": sorted(arrays), **self._family_meta()}
         if path.endswith(".npz"):
             return save_npz(npz_path(path), {k: np.asarray(v) for k, v in arrays.items()}, meta)
         return save_directory(path, arrays, meta)
@@ -237,11 +240,16 @@ def _load(path, mmap):
         with open(os.path.join(path, "meta.json")) as fh:
             meta = json.load(fh)
 
+        # the arrays save() wrote (saves before it listed them: every .npy file there); a
+        # file of an earlier result saved into the same directory is not this result's
+        listed = meta.get("arrays")
+
         def get(name):
             if name == "__files__":
-                return [f[:-4] for f in os.listdir(path) if f.endswith(".npy")]
+                files = [f[:-4] for f in os.listdir(path) if f.endswith(".npy")]
+                return files if listed is None else [f for f in files if f in listed]
             file = os.path.join(path, name + ".npy")
-            if not os.path.exists(file):
+            if (listed is not None and name not in listed) or not os.path.exists(file):
                 return None
             return np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
     else:

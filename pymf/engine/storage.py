@@ -27,6 +27,24 @@ def npz_path(path, what="result"):
     return path
 
 
+def png_path(path, what="figure"):
+    """The file a figure is written to: a non-empty path (str or os.PathLike), with .png
+    added unless it ends in .png, that is no directory, in a directory that exists (checked
+    before any work, so that a wrong path costs nothing and the path returned is the file
+    written)."""
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise ValueError(f"the {what} path must be a non-empty file name, got {path!r}")
+    path = os.fspath(path)
+    if not path.lower().endswith(".png"):
+        path += ".png"
+    if os.path.isdir(path):
+        raise ValueError(f"the {what} path {path!r} is a directory")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise ValueError(f"the {what} path's directory {parent!r} does not exist")
+    return path
+
+
 def save_npz(path, arrays, meta=None):
     """Write arrays (and a JSON meta record) to path, atomically; returns path."""
     payload = dict(arrays)
@@ -102,7 +120,10 @@ def check_checkpoint(path, key):
 class DrawStore:
     """The kept draws of a run: for every variable an array (draw, chain, ...), in memory
     or as .npy memory maps in sample_dir ({name}_samples.npy) written as the run goes. A
-    resumed run reopens the streamed files (never truncates them)."""
+    resumed run reopens the streamed files (never truncates them); a new run refuses a
+    folder that already holds them (an earlier run's draws, or a saved result's: writing
+    over them lost that result, and changed the draws of an earlier result still open,
+    which are memory maps of those very files)."""
 
     def __init__(self, shapes, n_draws, sample_dir=None, resuming=False):
         self.sample_dir = None if sample_dir is None else os.fspath(sample_dir)
@@ -111,6 +132,14 @@ class DrawStore:
             for name, shape in shapes.items():
                 self.arrays[name] = np.zeros((n_draws,) + tuple(shape))
             return
+        if not resuming:
+            held = [f"{name}_samples.npy" for name in shapes
+                    if os.path.exists(os.path.join(self.sample_dir, f"{name}_samples.npy"))]
+            if held:
+                raise ValueError(f"sample_dir {self.sample_dir!r} already holds "
+                                 f"{', '.join(held)} (an earlier run's draws or a saved "
+                                 "result); give a new or empty folder, or remove them (a run "
+                                 "resumed from its checkpoint= reopens its own)")
         os.makedirs(self.sample_dir, exist_ok=True)
         open_memmap = np.lib.format.open_memmap
         for name, shape in shapes.items():

@@ -60,6 +60,7 @@ def gauss_logpdf(x, mean, sigma):
 
 class IBPKernel(Kernel):
     unit = "iteration"
+    keep_draws = True  # False: keep_samples=False (draw() keeps no Z and A)
 
     def __init__(self, chain, X, test_mask, split_merge=0):
         self.chain = chain
@@ -99,10 +100,12 @@ class IBPKernel(Kernel):
                 "alpha": np.array([alpha])}
 
     def draw(self):
-        """A kept draw: the scalars for the engine; Z (packed) and A kept here."""
+        """A kept draw: the scalars for the engine; Z (packed) and A kept here, unless the
+        run keeps no draws (keep_samples=False: the running moments only, as every family)."""
         st = self.state()
-        self.kept_Z.append(np.packbits(st["Z"].astype(bool), axis=None))
-        self.kept_A.append(st["A"].copy())
+        if self.keep_draws:
+            self.kept_Z.append(np.packbits(st["Z"].astype(bool), axis=None))
+            self.kept_A.append(st["A"].copy())
         return self._scalars(st)
 
     def last_finite_state(self):

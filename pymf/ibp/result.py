@@ -1,10 +1,12 @@
 """The result of sampling an IBPLinearGaussian model."""
 import math
+import numbers
 
 import numpy as np
 
 from pymf.data import entry_ids
 from pymf.engine.result import Result
+from pymf.engine.storage import png_path
 from pymf.ibp.kernel import pack_kept, unpack_kept
 
 
@@ -100,7 +102,8 @@ class IBPResult(Result):
         if rows.size and (rows.min() < 0 or rows.max() >= N or cols.min() < 0 or cols.max() >= D):
             raise ValueError(f"an entry is outside the {N} x {D} matrix")
         if not self._kept_A:
-            raise ValueError("this result kept no draws")
+            raise ValueError("this result kept no draws (keep_samples=False, or a run stopped "
+                             "before its first): nothing to predict from")
         values = np.array([self.draw_mean(s, rows.ravel(), cols.ravel())
                            for s in range(len(self._kept_A))])
         mean = values.mean(axis=0)
@@ -109,14 +112,22 @@ class IBPResult(Result):
     def features_png(self, path, image_shape=None, draw=None):
         """The features (rows of A) of a kept draw (default: the last; draw=None and no
         kept draws: the final state), most used first, as images of image_shape (default:
-        square when D is a square), with each one's count m_k; returns path."""
+        square when D is a square), with each one's count m_k; returns the file written
+        (path, with .png added unless it ends so)."""
+        path = png_path(path, "features")
+        if draw is not None:
+            n = len(self._kept_A)
+            if isinstance(draw, bool) or not isinstance(draw, (numbers.Integral, np.integer)) \
+                    or not -n <= draw < n:
+                raise ValueError(f"draw must be the index of a kept draw, in [{-n}, {n}), got "
+                                 f"{draw!r}" + ("" if n else " (this run kept no draws)"))
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         if draw is None and not self._kept_A:
             Z, A = self.last_state["Z"], self.last_state["A"]
         else:
-            index = -1 if draw is None else draw
+            index = -1 if draw is None else int(draw)
             Z, A = self.Z_samples[index], self._kept_A[index]
         D = self.shape[1]
         if image_shape is None:

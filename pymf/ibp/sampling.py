@@ -76,6 +76,7 @@ def run_ibp(model, data, sampler, n_samples, burnin, thin, seed, test_mask, trac
                                      kernel.last_finite_state())
 
     write_files = comm is None or comm.Get_rank() == 0
+    kernel.keep_draws = bool(keep_samples)
     return driver.run(kernel, plan, seed=seed, keep_draws=keep_samples,
                       test_values=kernel.test_values, checkpoint=checkpoint,
                       fingerprint=fingerprint(model, sampler, X_eval, test_mask),
