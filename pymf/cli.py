@@ -17,6 +17,7 @@ pymf/bpmf/cli.py, pymf/sibm/cli.py, pymf/ibp/cli.py). `pymf COMMAND --help` list
 command's options with their defaults.
 """
 import argparse
+import inspect
 import json
 import os
 import platform
@@ -34,9 +35,19 @@ INFO_HELP = "build facts: version, OpenMP, GSL, CUDA, MPI"
 
 def cmd_predict(args):
     import pymf
-    result = pymf.load(args.result, mmap=True)
+    path = args.result
+    inner = os.path.join(path, "result.npz")
+    if os.path.isdir(path) and not os.path.isfile(os.path.join(path, "meta.json")) \
+            and os.path.isfile(inner):
+        path = inner  # the --out folder of pymf bpmf, pymf fit, pymf sibm or pymf ibp
+    result = pymf.load(path, mmap=True)
     if len(args.rows) != len(args.cols):
         raise SystemExit("pymf: error: --rows and --cols need the same number of values")
+    if "cols" not in inspect.signature(result.predict).parameters and \
+            "items" not in inspect.signature(result.predict).parameters:
+        raise SystemExit(f"pymf: error: {args.result!r} holds a {type(result).__name__}, "
+                         "whose predict takes new design rows, not (row, column) cells: "
+                         "call its predict from Python")
     mean, std = result.predict(args.rows, args.cols, return_std=True)
     for r, c, m, s in zip(args.rows, args.cols, mean, std):
         print(f"{r}\t{c}\t{m:.6g}\t{s:.6g}")
@@ -90,8 +101,8 @@ def build_parser():
     p = sub.add_parser("predict", help=PREDICT_HELP, description=PREDICT_HELP,
                        formatter_class=HelpFormatter)
     p.add_argument("--result", required=True,
-                   help="a saved result (pymf.load): the folder of pymf sample, or the .npz "
-                        "of pymf fit or pymf bpmf")
+                   help="a saved result (pymf.load): the --out folder of any command, or a "
+                        "result's .npz or folder saved from Python")
     p.add_argument("--rows", type=int, nargs="+", required=True, help="row indices (0-based)")
     p.add_argument("--cols", type=int, nargs="+", required=True,
                    help="column indices (0-based), one per --rows value")

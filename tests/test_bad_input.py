@@ -559,3 +559,45 @@ def test_a_file_that_is_not_a_result_is_named_without_numpy_pickle_advice(tmp_pa
         assert cli.main(["predict", "--result", str(path), "--rows", "0", "--cols", "0"]) == 2
         err = capsys.readouterr().err
         assert err == f"pymf: error: {message}\n", err
+
+
+def test_sibm_holdout_refuses_what_it_cannot_hold_out():
+    """holdout holds out as many zeros as ones: a matrix with too few zeros made its draw
+    loop for ever (the CLI's default test fraction on dense data), one with no ones ended in
+    a NumPy message. Both name the problem now; a matrix with just enough zeros finishes."""
+    with pytest.raises(ValueError, match=r"holdout: 2 ones held out \(fraction 0.1 of 25\) "
+                       r"need as many zeros, and the matrix has 0; give a smaller fraction"):
+        pymf.sibm.holdout(np.ones((5, 5)), 0.1, seed=0)
+    with pytest.raises(ValueError, match="holdout: the matrix has no ones to hold out"):
+        pymf.sibm.holdout(np.zeros((5, 5)), 0.1, seed=0)
+    X = np.ones((10, 10))
+    X[0, :5] = 0
+    train, (rows, cols, labels) = pymf.sibm.holdout(X, 0.05, seed=0)  # 5 ones, 5 zeros
+    assert np.array_equal(np.sort(cols[labels == 0]), np.arange(5))
+    assert np.all(rows[labels == 0] == 0)
+
+
+def test_bpmf_warns_of_a_ratings_table_taken_as_a_matrix_and_of_tiny_ratings():
+    """A (user, item, rating) table passed as a dense array (np.c_[rows, cols, values], a
+    DataFrame, a tuple of the three arrays) was fitted as an N x 3 matrix without a word;
+    ratings of a tiny scale met priors that hold the factors near a scale of one, and got
+    intervals that cover everything. Both warn now, naming what to do; a matrix of ratings
+    of a usual scale does not."""
+    import warnings
+    rng = np.random.default_rng(0)
+    table = np.c_[rng.integers(0, 50, 200), rng.integers(0, 40, 200),
+                  rng.integers(1, 6, 200)].astype(float)
+    model = pymf.BPMF(2)
+    for data in (table, tuple(table.T)):
+        with pytest.warns(UserWarning, match=r"first two columns look like user and item ids: "
+                          r"it is taken as a matrix of ratings .* pass pymf.Ratings\(rows, "
+                          r"cols, values\)") as record:
+            model.check_data(data)
+        assert record[0].filename == __file__
+    with pytest.warns(UserWarning, match=r"the ratings' sd is 0.0[0-9]+: BPMF's priors expect "
+                                         r"ratings of a scale of about one"):
+        model.check_data(pymf.Ratings.from_dense(rng.normal(size=(20, 10)) * 0.01))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.check_data(rng.normal(size=(200, 3)))  # real-valued: a matrix
+        model.check_data(rng.normal(3, 1, size=(20, 10)))

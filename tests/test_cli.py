@@ -3,6 +3,7 @@ subprocess), its help (every option explained, with its default) and registered 
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -252,3 +253,48 @@ def test_a_registered_command_joins_the_parser(hello_command, capsys):
     assert "whom to greet (default: world)" in capsys.readouterr().out
     with pytest.raises(ValueError, match="two commands claim the name 'hello'"):
         registry.register_command("hello", "another", lambda parser: None, lambda args: 0)
+
+
+def test_predict_takes_any_commands_out_folder_and_refuses_what_has_no_cells(tmp_path, capsys):
+    """`pymf bpmf --out DIR` writes DIR/result.npz: `pymf predict --result DIR` reads it (it
+    said the folder held no meta.json). A result whose predict takes design rows (HAMCMC on
+    the linear-Gaussian model) is a one-line error, not a TypeError's traceback."""
+    from pymf import cli
+    V = np.abs(np.random.default_rng(0).normal(size=(12, 10))) + 1.0
+    np.save(tmp_path / "V.npy", V)
+    out = tmp_path / "o"
+    assert cli.main(["bpmf", "--data", str(tmp_path / "V.npy"), "--rank", "2", "--samples", "20",
+                     "--burnin", "10", "--thin", "2", "--no-progress", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert cli.main(["predict", "--result", str(out), "--rows", "0", "1", "--cols", "2", "3"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    mean = pymf.load(str(out / "result.npz")).predict([0, 1], [2, 3])
+    np.testing.assert_allclose([float(line.split()[2]) for line in lines], mean, rtol=1e-5)
+    A, x, _ = pymf.datasets.make_linear_gaussian(50, 3, seed=0)
+    linear = pymf.sample(pymf.LinearGaussian(), (A, x), pymf.HAMCMC(gamma=0.1), n_samples=20,
+                         seed=0, progress=False).save(str(tmp_path / "lg.npz"))
+    with pytest.raises(SystemExit, match="holds a LinearResult, whose predict takes new design "
+                                         "rows, not \\(row, column\\) cells"):
+        cli.main(["predict", "--result", linear, "--rows", "0", "--cols", "1"])
+
+
+def test_ibp_data_of_the_wrong_shape_is_a_one_line_error(tmp_path, capsys):
+    """The held-out checkerboard was built before X's shape was checked: a 1-D or 3-D .npy
+    ended in a TypeError's traceback, and one column made every even row wholly held out."""
+    from pymf import cli
+    from pymf.ibp.data import checkerboard_mask
+    for name, shape, message in (("x1", (36,), r"needs a 2-D array \(rows x columns\), got "
+                                                r"shape \(36,\)"),
+                                 ("x3", (2, 3, 4), r"got shape \(2, 3, 4\)"),
+                                 ("col", (10, 1), "would hold out whole rows of a one-column "
+                                                  "matrix; give --test-fraction 0")):
+        np.save(tmp_path / f"{name}.npy", np.zeros(shape))
+        assert cli.main(["ibp", "--data", str(tmp_path / f"{name}.npy"), "--samples", "2",
+                         "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("pymf: error: --data") or "--test-fraction" in err
+        assert re.search(message, err), err
+    for args, message in (((-1, 4), "n_rows must be an integer >= 1, got -1"),
+                          ((3.5, 4), "n_rows must be an integer >= 1, got 3.5")):
+        with pytest.raises(ValueError, match=message):
+            checkerboard_mask(*args)

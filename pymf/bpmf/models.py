@@ -1,7 +1,15 @@
 """The BPMF model (Salakhutdinov & Mnih 2008) with the diagonal precisions of the DSGLD
 paper (Ahn et al., KDD 2015)."""
+import warnings
+
+import numpy as np
+
 from pymf.data import Ratings, as_observed
 from pymf.engine.checks import check_flag, check_rank, check_real
+from pymf.errors import user_stacklevel
+
+# below this sd of the training ratings the priors dominate (check_data warns)
+SMALL_SPREAD = 0.1
 
 
 class BPMF:
@@ -66,12 +74,46 @@ class BPMF:
                 self.beta0, self.sample_tau)
 
     def check_data(self, data, what="training data"):
-        """Validated Ratings (NaN/inf, indices and duplicates are checked by pymf.Ratings)."""
+        """Validated Ratings (NaN/inf, indices and duplicates are checked by pymf.Ratings).
+        A dense array is a matrix of ratings; one that looks like a table of (user, item,
+        rating) triples gets a warning (it would be fitted as an N x 3 matrix)."""
         ratings = as_observed(data)
         if not isinstance(ratings, Ratings):
+            if _looks_like_triples(ratings):
+                warnings.warn(
+                    f"the {what} is a dense {ratings.shape[0]} x {ratings.shape[1]} array whose "
+                    "first two columns look like user and item ids: it is taken as a matrix of "
+                    "ratings (every cell a rating). For a table of (user, item, rating) rows "
+                    "pass pymf.Ratings(rows, cols, values)", UserWarning,
+                    stacklevel=user_stacklevel())
             ratings = Ratings.from_dense(ratings)
         if ratings.nnz == 0:
             raise ValueError(f"BPMF needs at least one rating; the {what} {'is' if what == 'test set' else 'are'} empty")
         if max(ratings.shape) > 2**31 - 1:
             raise ValueError(f"BPMF takes at most 2**31 - 1 users and items, got shape {ratings.shape}")
+        if what == "training data":
+            spread = float(np.std(ratings.values))
+            if 0.0 < spread < SMALL_SPREAD:
+                # the precisions' Gamma(alpha0, beta0) priors (and Gibbs's Wishart W0 = I)
+                # hold the factors near a scale of one: on MovieLens's first 2,000 ratings
+                # times 0.03 (sd 0.034) Gibbs's 90 % intervals covered 100 % of the test
+                # ratings, times 0.001 its RMSE was 4.5 times that of predicting the mean
+                warnings.warn(
+                    f"the ratings' sd is {spread:.3g}: BPMF's priors expect ratings of a scale "
+                    "of about one, and on a scale this small the posterior intervals come out "
+                    "too wide and the fit poor. Divide the ratings by their sd (and multiply "
+                    "the predictions back by it)", UserWarning,
+                    stacklevel=user_stacklevel())
         return ratings
+
+
+def _looks_like_triples(matrix):
+    """A dense array of 3 columns (or 3 rows: a tuple of three arrays) and at least 30 of
+    the other, whose first two hold non-negative integers (more than one user): a table of
+    (user, item, rating) triples, not a matrix of ratings."""
+    if 3 not in matrix.shape:
+        return False
+    table = matrix if matrix.shape[1] == 3 else matrix.T
+    ids = table[:, :2]
+    return (table.shape[0] >= 30 and np.all(ids >= 0) and np.all(ids == np.round(ids))
+            and len(np.unique(ids[:, 0])) > 1)

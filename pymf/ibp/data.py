@@ -36,6 +36,7 @@ def make_cambridge(n=1000, sigma_x=0.5, seed=0, p=0.5):
 def checkerboard_mask(n_rows, n_cols, fraction=0.1):
     """The paper's held-out set: a checkerboard over the first ceil(fraction n_rows) rows
     (cell (n, d) held out where n + d is even). True = held out."""
+    n_rows, n_cols = check_count(n_rows, "n_rows", 1), check_count(n_cols, "n_cols", 1)
     fraction = check_real(fraction, "fraction")
     if not 0.0 < fraction <= 1.0:
         raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")

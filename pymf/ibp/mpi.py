@@ -89,6 +89,12 @@ def run_from_args(args, sampler, sample_fn, out):
     from pymf.ibp.data import checkerboard_mask
     from pymf.ibp.models import IBPLinearGaussian
     X = load_data(args.data, args.n, args.sigma_x, args.seed)
+    if X.ndim != 2:
+        raise ValueError(f"--data: the IBP needs a 2-D array (rows x columns), got shape "
+                         f"{X.shape}")
+    if args.test_fraction > 0 and X.shape[1] < 2:
+        raise ValueError("--test-fraction: the checkerboard of held-out cells would hold out "
+                         "whole rows of a one-column matrix; give --test-fraction 0")
     mask = checkerboard_mask(*X.shape, args.test_fraction) if args.test_fraction > 0 else None
     started = time.perf_counter()
     result = sample_fn(IBPLinearGaussian(), X, sampler, args.samples, burnin=args.burnin,

@@ -189,11 +189,19 @@ def holdout(data, fraction=0.1, seed=0):
         raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
     rng = np.random.default_rng(seed_sequence(resolve_seed(seed)))
     rows, cols = X.coo()
+    L, M = X.shape
+    if X.n_ones == 0:
+        raise ValueError("holdout: the matrix has no ones to hold out")
     n_test = max(1, int(round(fraction * X.n_ones)))
+    n_zeros = L * M - X.n_ones
+    if n_zeros < n_test:
+        # as many zeros as ones are held out: the draw below could never finish
+        raise ValueError(f"holdout: {n_test} ones held out (fraction {fraction:g} of "
+                         f"{X.n_ones}) need as many zeros, and the matrix has {n_zeros}; "
+                         "give a smaller fraction")
     pick = rng.choice(X.n_ones, n_test, replace=False)
     keep = np.ones(X.n_ones, dtype=bool)
     keep[pick] = False
-    L, M = X.shape
     zero_rows, zero_cols = [], []
     taken = set()
     while len(zero_rows) < n_test:
