@@ -184,8 +184,10 @@ class Result:
 
 
 def load(path, mmap=False):
-    """Load a result saved by any family's save() (or streamed by sample_dir=); a file that
-    is no pymf result is a ValueError saying so. mmap=True maps a directory's arrays."""
+    """Load a result saved by any family's save() (a .npz file, or a directory: among
+    others the sample_dir= a run's draws streamed to, once the result is saved there); a
+    file that is no pymf result is a ValueError saying so. mmap=True maps a directory's
+    arrays."""
     path = os.fspath(path)
     if not isinstance(mmap, (bool, np.bool_)):
         raise ValueError(f"mmap must be True or False, got {mmap!r}")
@@ -204,8 +206,9 @@ def load(path, mmap=False):
 
 
 RESULT_FILE = ("a result file is the .npz archive that a result's save() writes (or the "
-               "directory that sample_dir= streams), holding 'meta' (the kind of result and "
-               "its settings, as JSON) and the result's arrays")
+               "directory it writes, such as a sample_dir= the result was saved into), "
+               "holding 'meta' (the kind of result and its settings, as JSON) and the "
+               "result's arrays")
 
 
 def _check_result_file(path):
