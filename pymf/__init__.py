@@ -22,7 +22,7 @@ from pymf.engine import registry as _registry
 from pymf.engine.api import fit, sample
 from pymf.engine.result import Result, load
 from pymf.engine.steps import AnnealedStep, AutoStep, ConstantStep, PolynomialDecay
-from pymf.errors import DivergenceError
+from pymf.errors import DivergenceError, GPUUnavailableError
 from pymf.langevin import DSGD, LD, SGD, SGLD
 
 # The families are imported when first used (pymf.sibm, pymf.SIBM, a registry lookup): each
@@ -58,9 +58,9 @@ def __dir__():
     return sorted(set(globals()) | set(_LAZY) | set(_HOME))
 
 
-__all__ = ["datasets", "Ratings", "DivergenceError", "TweedieNMF", "SampleResult", "Result",
-           "load", "LD", "SGLD", "PSGLD", "AutoStep", "ConstantStep", "PolynomialDecay", "sample",
-           "SGD",
+__all__ = ["datasets", "Ratings", "DivergenceError", "GPUUnavailableError", "TweedieNMF",
+           "SampleResult", "Result", "load", "LD", "SGLD", "PSGLD", "AutoStep", "ConstantStep",
+           "PolynomialDecay", "sample", "SGD",
            "DSGD", "fit", "FitResult", "Gibbs", "BPMF", "DSGLD", "AnnealedStep", "BPMFGibbs",
            "BPMFResult", "BPMFFit", "LinearGaussian", "LinearResult", "HAMCMC",
            "PreconditionedSGLD", "SGRLD", "LogisticMF", "SIBM", "BatchVB", "SIBMResult",

@@ -27,7 +27,7 @@ import numpy as np
 
 from pymf.cliutil import HelpFormatter, read_data_file  # noqa: F401  (read_data_file: as before)
 from pymf.engine import registry
-from pymf.errors import DivergenceError
+from pymf.errors import DivergenceError, GPUUnavailableError
 
 PREDICT_HELP = "posterior mean and sd of (W H)_ij from a saved result"
 INFO_HELP = "build facts: version, OpenMP, GSL, CUDA, MPI"
@@ -135,6 +135,11 @@ def main(argv=None):
     except DivergenceError as exc:
         # the commands that do not catch it themselves (bpmf's DSGLD with a large --eps0)
         # ended in a traceback; its message already names the iteration and what to try
+        print(f"pymf: error: {exc}", file=sys.stderr)
+        return 2
+    except GPUUnavailableError as exc:
+        # --backend cuda where no GPU (or no pycuda / CuPy) is: the message names what to
+        # install; a traceback added nothing
         print(f"pymf: error: {exc}", file=sys.stderr)
         return 2
 

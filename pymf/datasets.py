@@ -98,11 +98,24 @@ def demo(size=256, rank=32, seed=0):
     return make_tweedie_nmf(size, size, rank, beta=1.0, phi=1.0, seed=seed)
 
 
+def _csv_header_lines(path):
+    """1 where the CSV's first line is a header (its first three fields are not all
+    numbers), else 0."""
+    with open(path) as fh:
+        first = fh.readline().split(",")[:3]
+    try:
+        [float(field) for field in first]
+    except ValueError:
+        return 1
+    return 0 if len(first) == 3 else 1
+
+
 def load_movielens(path):
     """MovieLens ratings as pymf.Ratings with 0-based contiguous indices.
 
     Reads u.data (tab-separated user item rating time), ratings.dat (user::item::rating::time)
-    and ratings.csv (header userId,movieId,rating,timestamp). Users are rows, items columns.
+    and ratings.csv (header userId,movieId,rating,timestamp, or none: a first line of numbers
+    is a rating, which skipping it lost). Users are rows, items columns.
     The original ids are kept as .user_ids and .item_ids (row r is user user_ids[r]).
     """
     path = os.fspath(path)
@@ -111,7 +124,8 @@ def load_movielens(path):
     name = os.path.basename(path)
     try:
         if name.endswith(".csv"):
-            table = np.loadtxt(path, delimiter=",", skiprows=1, usecols=(0, 1, 2))
+            table = np.loadtxt(path, delimiter=",", skiprows=_csv_header_lines(path),
+                               usecols=(0, 1, 2))
         elif name.endswith(".dat"):
             with open(path) as fh:
                 rows = [line.split("::")[:3] for line in fh if line.strip()]

@@ -49,3 +49,8 @@ class DivergenceError(RuntimeError):
     def H(self):
         """The last finite H of an NMF chain (state["H"])."""
         return self._variable("H")
+
+
+class GPUUnavailableError(RuntimeError):
+    """backend="cuda" was asked for where the GPU path cannot run (no GPU, or neither pycuda
+    nor CuPy): the message says why and what to install."""

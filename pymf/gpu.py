@@ -181,8 +181,8 @@ def open_device():
             reasons.append(f"{loader.name} cannot be imported ({exc})")
         except Exception as exc:  # the driver's own error types, without importing them here
             reasons.append(f"{loader.name} found no usable GPU ({exc})")
-    raise RuntimeError("; ".join(reasons) + "; install the 'gpu' extra (pycuda) or CuPy on a "
-                       "machine with a GPU")
+    raise RuntimeError("; ".join(reasons) + "; on a machine with a GPU, pip install "
+                       "\"pymf[gpu]\" (pycuda), or CuPy")
 
 
 @functools.lru_cache(maxsize=1)

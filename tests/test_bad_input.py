@@ -1,4 +1,6 @@
 """Bad input gives a ValueError that names the problem; divergence a DivergenceError."""
+import re
+
 import numpy as np
 import pytest
 import scipy.sparse
@@ -399,8 +401,10 @@ def test_an_option_a_family_does_not_take_is_named_with_the_options_it_does():
     with pytest.raises(TypeError, match="pymf.sample of IBPLinearGaussian with CollapsedIBP "
                                         "takes no option 'init'; it takes burnin, thin"):
         pymf.sample(pymf.IBPLinearGaussian(), X, pymf.CollapsedIBP(), n_samples=2, init=None)
-    with pytest.raises(TypeError, match="takes no option 'burn_in'; it takes burnin"):
+    with pytest.raises(TypeError, match="takes no option 'burn_in'; it takes burnin") as info:
         run(n_samples=2, burn_in=3)
+    # the NMF runner's hooks for the families built on it are not the user's options
+    assert str(info.value).endswith("checkpoint, checkpoint_every, progress, callback")
     with pytest.raises(TypeError, match="pymf.fit of TweedieNMF with SGD takes no option "
                                         "'n_epoch'; it takes n_epochs"):
         pymf.fit(MODEL, V_OK, pymf.SGD(step_size=1e-3), n_epoch=3)
@@ -601,3 +605,45 @@ def test_bpmf_warns_of_a_ratings_table_taken_as_a_matrix_and_of_tiny_ratings():
         warnings.simplefilter("error")
         model.check_data(rng.normal(size=(200, 3)))  # real-valued: a matrix
         model.check_data(rng.normal(3, 1, size=(20, 10)))
+
+
+def test_a_checkpoint_path_that_names_a_directory_is_refused(tmp_path, monkeypatch):
+    """checkpoint="." wrote a file "..npz" into the working directory."""
+    monkeypatch.chdir(tmp_path)
+    for path in (".", "..", "sub/"):
+        with pytest.raises(ValueError, match=f"the checkpoint path '{re.escape(path)}' is a "
+                                             "directory, not a file name"):
+            run(V_OK, n_samples=2, checkpoint=path)
+    assert not list(tmp_path.iterdir())
+
+
+def test_an_sibm_init_that_is_not_a_result_is_named():
+    """An init dict lacking keys ended in a bare KeyError: 'row_updates'."""
+    X = pymf.sibm.make_binary_mf(20, 15, 2, density=0.2, seed=0)[0]
+    with pytest.raises(ValueError, match="init: the .natural dict of an SIBMResult holds u1, "
+                                         "u2, .*; this one lacks u2, v1"):
+        pymf.fit(pymf.LogisticMF(2), X, pymf.SIBM(), init={"u1": 1})
+    with pytest.raises(ValueError, match="init must be an SIBMResult"):
+        pymf.fit(pymf.LogisticMF(2), X, pymf.SIBM(), init=[1, 2])
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy's overflow on the way there
+def test_an_auto_step_that_underflows_names_the_curvature_not_a_step_never_given():
+    """Data or priors of an extreme scale make the start's curvature overflow: the run then
+    refused "step size at iteration 1 is 0", a step the user never set."""
+    A, x, _ = pymf.datasets.make_linear_gaussian(50, 3, seed=0)
+    for model, data in ((pymf.LinearGaussian(noise_var=1e-300), (A, x)),
+                        (pymf.LinearGaussian(), (A * 1e100, x))):
+        with pytest.raises(ValueError, match=r"step_size='auto': the curvature at the start, "
+                                             r"lambda_max = inf, leaves no positive step"):
+            pymf.sample(model, data, pymf.HAMCMC(gamma=0.1), n_samples=20, seed=0)
+
+
+def test_saving_a_result_over_an_existing_file_is_named(tmp_path):
+    """A directory save onto an existing file was a bare '[Errno 17] File exists'."""
+    existing = tmp_path / "notes.txt"
+    existing.write_text("mine")
+    with pytest.raises(ValueError, match="the result path .* is an existing file: a path "
+                                         "without .npz saves a directory there"):
+        run(n_samples=2).save(str(existing))
+    assert existing.read_text() == "mine"

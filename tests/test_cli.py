@@ -298,3 +298,37 @@ def test_ibp_data_of_the_wrong_shape_is_a_one_line_error(tmp_path, capsys):
                           ((3.5, 4), "n_rows must be an integer >= 1, got 3.5")):
         with pytest.raises(ValueError, match=message):
             checkerboard_mask(*args)
+
+
+def test_backend_cuda_without_a_gpu_is_one_line_naming_what_to_install(tmp_path, capsys):
+    """--backend cuda where the GPU path cannot run ended in a RuntimeError's traceback."""
+    from pymf import cli, gpu
+    if gpu.is_available():
+        pytest.skip("a GPU is usable here: --backend cuda runs")
+    assert cli.main(["sample", "--data", "demo", "--demo-size", "32", "--rank", "2",
+                     "--samples", "20", "--thin", "2", "--backend", "cuda", "--no-progress",
+                     "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pymf: error: backend='cuda' was requested but the GPU path is "
+                          "unusable") and 'pip install "pymf[gpu]"' in err
+
+
+def test_an_option_the_sampler_does_not_read_is_refused(tmp_path, capsys):
+    """--backend, --dtype (PSGLD), --batch-size (SGLD) and the HAMCMC options given to
+    another sampler were ignored without a word (--backend cuda with --sampler hamcmc ran
+    on the CPU); a fractional count of entries was truncated."""
+    from pymf import cli
+    base = ["sample", "--data", "demo", "--demo-size", "32", "--rank", "2", "--samples", "20",
+            "--thin", "2", "--step", "1e-3", "--no-progress", "--out", str(tmp_path / "o")]
+    for extra, message in ((["--sampler", "hamcmc", "--backend", "cuda"],
+                            "--backend is an option of --sampler psgld; --sampler hamcmc "
+                            "does not take it"),
+                           (["--sampler", "hamcmc", "--batch-size", "5"],
+                            "--batch-size is an option of --sampler sgld"),
+                           (["--sampler", "psgld", "--memory", "3"],
+                            "--memory is an option of --sampler hamcmc; --sampler psgld"),
+                           (["--sampler", "sgld", "--batch-size", "2.5"],
+                            "--batch-size above 1 is a count of entries and must be whole, "
+                            "got 2.5")):
+        assert cli.main(base + extra) == 2
+        assert message in capsys.readouterr().err

@@ -69,6 +69,10 @@ def test_load_movielens_formats(tmp_path):
     assert pymf.datasets.load_movielens(tmp_path / "ratings.dat").shape == (2, 1)
     r = pymf.datasets.load_movielens(tmp_path / "ratings.csv")
     assert r.nnz == 2 and list(r.values) == [2.5, 4.0]
+    # a CSV without the header: its first line is a rating (skipping it lost one)
+    (tmp_path / "plain.csv").write_text("1,31,2.5,1\n7,31,4.0,2\n")
+    r = pymf.datasets.load_movielens(tmp_path / "plain.csv")
+    assert r.nnz == 2 and list(r.values) == [2.5, 4.0]
     with pytest.raises(FileNotFoundError):
         pymf.datasets.load_movielens(tmp_path / "nothing.data")
 

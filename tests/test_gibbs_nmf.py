@@ -171,19 +171,22 @@ def test_bad_data(V, message):
 
 
 @pytest.mark.parametrize("value, problem", [(2.5, "is not an integer"), (-1.0, "is negative"),
-                                            (np.nan, "is NaN"), (2.0 ** 33, "is larger than 2")])
+                                            (np.nan, "is NaN"), (2.0 ** 33, "is larger than 2"),
+                                            (3.0 + 1e-12, "is not an integer")])
 def test_bad_counts_rejected_by_the_c_core(value, problem):
     """The C core's own check (the layer under pymf.sample's), naming the entry in the
-    original row / column order of a permuted grid."""
+    original row / column order of a permuted grid, and the value to all its digits (%g
+    printed 3 + 1e-12 as "3", which read as an integer refused)."""
+    shown = r"v = 3.0000000000010\d* at " if value == 3.0 + 1e-12 else ""
     V = np.ones((4, 5))
     V[2, 3] = value
     data = _blocks.BlockedData.from_dense(V, 2, True, 7)
-    with pytest.raises(ValueError, match=rf"row 2, column 3 {problem}"):
+    with pytest.raises(ValueError, match=rf"{shown}row 2, column 3 {problem}"):
         _gibbs_nmf.GibbsChain(data, 2, 1.0, 1.0, 0)
     rows, cols = np.nonzero(np.ones(V.shape, dtype=bool))
     sparse = _blocks.BlockedData.from_sparse(rows.astype(np.int64), cols.astype(np.int64),
                                              V[rows, cols], V.shape, 2, True, 7)
-    with pytest.raises(ValueError, match=rf"row 2, column 3 {problem}"):
+    with pytest.raises(ValueError, match=rf"{shown}row 2, column 3 {problem}"):
         _gibbs_nmf.GibbsChain(sparse, 2, 1.0, 1.0, 0)
 
 

@@ -350,3 +350,14 @@ assert seen and all(set(p.values()) == {1} for p in seen), seen
     assert out.returncode == 0, out.stdout + out.stderr
     if "SKIP" in out.stdout:
         pytest.skip("SciPy uses NumPy's BLAS library in this install: no second library to load")
+
+
+def test_predict_after_a_stop_in_the_burn_in_says_so(poisson_data):
+    """A run stopped before its first kept draw told the user to run with
+    keep_samples=True, which it had."""
+    with pytest.warns(RuntimeWarning, match="interrupted"):
+        res = pymf.sample(pymf.TweedieNMF(4), poisson_data, SAMPLERS["psgld"](None),
+                          n_samples=20, burnin=30, seed=0, callback=_interrupt_at(20))
+    assert res.n_kept == 0
+    with pytest.raises(ValueError, match=r"this run kept no draws \(stopped in the burn-in\?\)"):
+        res.predict([0], [0])

@@ -106,7 +106,7 @@ pymf_gibbs_nmf *pymf_gibbs_nmf_create(const pymf_nmf_model *model, const pymf_bl
                     problem = "is not an integer";
                 if (problem != NULL) {
                     pymf_fail(err, PYMF_EINVAL, "the Gibbs sampler needs non-negative integer "
-                              "counts: v = %g at row %lld, column %lld %s", v,
+                              "counts: v = %.17g at row %lld, column %lld %s", v,
                               (long long)grid->row_of[i], (long long)grid->col_of[j], problem);
                     return NULL;
                 }

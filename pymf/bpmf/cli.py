@@ -33,8 +33,9 @@ def _eps0(text):
 def bpmf_arguments(parser):
     """The options of a BPMF run, shared by `pymf bpmf` and `python -m pymf.mpi dsgld`."""
     cliutil.add_data(parser, required=True,
-                     help="MovieLens file (u.data, ratings.dat, ratings.csv), .npy matrix, or "
-                          ".npz with V or with ratings (rows, cols, values, shape)")
+                     help="MovieLens file (u.data, ratings.dat, ratings.csv), .npy matrix, "
+                          ".npz with V or with ratings (rows, cols, values, shape), or 'demo' "
+                          "(the synthetic matrix of --demo-size)")
     cliutil.add_test_fraction(parser, 0.2)
     parser.add_argument("--split-seed", type=int, default=0,
                         help="random seed of the train/test split")
@@ -116,7 +117,9 @@ def bpmf_command_arguments(parser):
     bpmf_arguments(parser)
     parser.add_argument("--sampler", choices=["dsgld", "sgld", "gibbs"], default="dsgld",
                         help="dsgld: distributed SGLD (--split, --blocks); sgld: DSGLD with one "
-                             "block and one chain; gibbs: BPMF Gibbs, the exact baseline")
+                             "block and one chain, rounds of --round-length steps (pymf.SGLD "
+                             "in Python runs rounds of 50: another chain); gibbs: BPMF Gibbs, "
+                             "the exact baseline")
     parser.add_argument("--hyperprior", choices=["wishart", "gamma"], default="wishart",
                         help="BPMF Gibbs hyperprior")
     cliutil.add_threads(parser)

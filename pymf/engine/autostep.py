@@ -264,6 +264,12 @@ def choose(gradient, theta, seed, pilot, fraction=FRACTION, step=None, minibatch
                          "minibatch scale is known; give this sampler step_size='auto' or a step")
     lam = largest_curvature(gradient, theta, seed)
     eps = fraction * 2.0 / (lam * curvature_factor)
+    if not (eps > 0.0 and math.isfinite(eps)):
+        # a curvature of 1e308 and more (data or priors of an extreme scale): the run then
+        # refused "step size at iteration 1 is 0", a step the user never gave
+        raise ValueError(f"step_size='auto': the curvature at the start, lambda_max = {lam:g}, "
+                         "leaves no positive step in double precision (data or priors of an "
+                         "extreme scale?); rescale them, or give a step size")
     backoffs = 0
     while True:
         try:

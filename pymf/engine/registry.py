@@ -160,6 +160,11 @@ def commands():
     return sorted(_COMMANDS, key=lambda entry: _family_rank(entry[3]))
 
 
+# a family's runner's hooks for the families built on it (HAMCMC and alpha-stable MF run
+# through the NMF runner): accepted, never offered to a user as options
+INTERNAL_OPTIONS = ("chain_factory", "kernel_class", "result_class")
+
+
 def _with_known_options(fn, verb, model, sampler):
     """fn, refusing an option it does not take with a TypeError that names the public entry
     and the pair, and lists the options the pair takes: Python's own message names the
@@ -180,7 +185,7 @@ def _with_known_options(fn, verb, model, sampler):
         if unknown:
             raise TypeError(f"{entry} of {type(model).__name__} with {type(sampler).__name__} "
                             f"takes no option {', '.join(map(repr, unknown))}; it takes "
-                            f"{', '.join(options)}")
+                            f"{', '.join(o for o in options if o not in INTERNAL_OPTIONS)}")
         return fn(*args, **kwargs)
     return run
 

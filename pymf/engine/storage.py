@@ -17,6 +17,9 @@ def npz_path(path, what="result"):
     if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
         raise ValueError(f"the {what} path must be a non-empty file name, got {path!r}")
     path = os.fspath(path)
+    if os.path.basename(path) in ("", ".", ".."):
+        # "." became a file "..npz" in the working directory
+        raise ValueError(f"the {what} path {path!r} is a directory, not a file name")
     if not path.endswith(".npz"):
         path += ".npz"
     if os.path.isdir(path):
@@ -59,6 +62,11 @@ def save_npz(path, arrays, meta=None):
 def save_directory(path, arrays, meta):
     """A directory of .npy files plus meta.json, each written whole then renamed; arrays
     already streamed to their place (memory maps of that very file) are only flushed."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        # os.makedirs' bare "[Errno 17] File exists" said neither what nor why
+        raise ValueError(f"the result path {path!r} is an existing file: a path without "
+                         ".npz saves a directory there; give another path, or one ending in "
+                         ".npz for a single file")
     os.makedirs(path, exist_ok=True)
     for name, value in arrays.items():
         target = os.path.join(path, name + ".npy")

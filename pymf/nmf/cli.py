@@ -174,7 +174,26 @@ def _data_and_model(args):
     return data, test, model
 
 
+# the options only some samplers read: (samplers, the value that means "not given"); one
+# given to another sampler was ignored without a word (--backend cuda ran on the CPU)
+SAMPLER_OPTIONS = {
+    "backend": (("psgld",), "cpu"), "dtype": (("psgld",), "float64"),
+    "batch_size": (("sgld",), 1.0 / 32),
+    "memory": (("hamcmc",), 2), "gamma": (("hamcmc",), 1.0),
+    "scaled_gamma": (("hamcmc",), False), "lam": (("hamcmc",), 0.0),
+}
+
+
+def _check_sampler_options(args):
+    for name, (samplers, unset) in SAMPLER_OPTIONS.items():
+        if args.sampler not in samplers and getattr(args, name) != unset:
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(f"{flag} is an option of --sampler {' and '.join(samplers)}; "
+                             f"--sampler {args.sampler} does not take it")
+
+
 def _make_sampler(args):
+    _check_sampler_options(args)
     if args.step_a is not None:
         step = step_option(PolynomialDecay(args.step_a, args.step_b), args.minibatch_noise,
                            lambda schedule: schedule)
@@ -191,6 +210,9 @@ def _make_sampler(args):
                       part_order=args.part_order or "random", permute=args.permute,
                       n_threads=args.threads)
     if args.sampler == "sgld":
+        if args.batch_size > 1 and args.batch_size != int(args.batch_size):
+            raise ValueError(f"--batch-size above 1 is a count of entries and must be whole, "
+                             f"got {args.batch_size:g}")
         batch = int(args.batch_size) if args.batch_size > 1 else args.batch_size
         return SGLD(step_size=step, batch_size=batch, n_threads=args.threads)
     if args.sampler == "gibbs":

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 
 from pymf import gpu
-from pymf.errors import DivergenceError, user_stacklevel
+from pymf.errors import DivergenceError, GPUUnavailableError, user_stacklevel
 from pymf.nmf import _sgld, _tweedie
 
 RING_THREADS = 512  # PYMF_RING_THREADS in cuda/psgld.cu (its __launch_bounds__)
@@ -117,7 +117,8 @@ class CudaPSGLDChain:
             raise ValueError("the CUDA backend runs cyclic parts only")
         if device is None:  # looked up in pymf.gpu at each call (the tests substitute a shim)
             if not gpu.is_available():
-                raise RuntimeError("backend='cuda' was requested but the GPU path is unusable: "
+                raise GPUUnavailableError("backend='cuda' was requested but the GPU path "
+                                          "is unusable: "
                                    f"{gpu.why_unavailable()}")
             device = gpu.open_device()
         self.device = device

@@ -63,9 +63,12 @@ class SampleResult(Result):
     def predict(self, rows, cols, return_std=False):
         """Posterior mean (and standard deviation) of mu_ij = (W H)_ij over the kept samples."""
         rows, cols = entry_ids(rows, cols, (self.W_mean.shape[0], self.H_mean.shape[1]))
-        if not self._draws or self.n_kept == 0:
+        if not self._draws:
             raise ValueError("this result kept no samples; run with keep_samples=True "
                              "(the default) to predict posterior means")
+        if self.n_kept == 0:
+            raise ValueError("this run kept no draws (stopped in the burn-in?): nothing to "
+                             "predict from; its last state is W_mean and H_mean")
         total = np.zeros(rows.size)
         total_sq = np.zeros(rows.size)
         W_samples, H_samples = self.W_samples, self.H_samples

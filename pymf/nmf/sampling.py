@@ -6,6 +6,7 @@ from pymf.data import as_observed
 from pymf.engine import driver
 from pymf.engine.checks import check_count, check_run_length
 from pymf.engine.seeds import resolve_seed
+from pymf.errors import GPUUnavailableError
 from pymf.nmf.kernel import (FactorKernel, GridMap, blocked_data, check_init, make_chain,
                              prepare_test, resolve_auto_step, run_facts, run_fingerprint,
                              run_seeds, sample_params)
@@ -67,7 +68,8 @@ def sample_nmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ini
     if getattr(sampler, "backend", "cpu") == "cuda":
         from pymf import gpu
         if not gpu.is_available():
-            raise RuntimeError("backend='cuda' was requested but the GPU path is unusable: "
+            raise GPUUnavailableError("backend='cuda' was requested but the GPU path is "
+                                      "unusable: "
                                f"{gpu.why_unavailable()}")
     plan = driver.Plan(n_samples, burnin, thin, trace_every, checkpoint_every,
                        trace_at_start=True)

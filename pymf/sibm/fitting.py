@@ -22,11 +22,19 @@ from pymf.sibm.result import SIBMResult
 from pymf.sibm.samplers import BatchVB
 
 
+# what an SIBMResult's .natural holds, all of which a start from it needs
+NATURAL_KEYS = ("u1", "u2", "v1", "v2", "z", "row_updates", "col_updates", "t", "batch")
+
+
 def _start(chain, model, X, rng, init):
     if init is not None:
         natural = getattr(init, "natural", init)
         if not isinstance(natural, dict):
             raise ValueError("init must be an SIBMResult (or its .natural dict)")
+        missing = [key for key in NATURAL_KEYS if key not in natural]
+        if missing:
+            raise ValueError(f"init: the .natural dict of an SIBMResult holds "
+                             f"{', '.join(NATURAL_KEYS)}; this one lacks {', '.join(missing)}")
         counters = (natural["row_updates"], natural["col_updates"], int(natural["t"]),
                     int(natural["batch"]))
         chain.set_state(natural["u1"], natural["u2"], natural["v1"], natural["v2"],
