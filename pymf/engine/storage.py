@@ -11,41 +11,35 @@ import zipfile
 import numpy as np
 
 
-def npz_path(path, what="result"):
-    """The .npz path a save writes: a non-empty path (str or os.PathLike), with .npz added,
-    in a directory that exists."""
+def file_path(path, suffix, what):
+    """The file a save writes: a non-empty path (str or os.PathLike) that names a file (not
+    ".", ".." or "dir/": "." became a file "..npz" in the working directory), with suffix
+    added unless it ends so, that is no directory, in a directory that exists;
+    checked before any work, so that a wrong path costs nothing and the path returned is
+    the file written."""
     if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
         raise ValueError(f"the {what} path must be a non-empty file name, got {path!r}")
     path = os.fspath(path)
     if os.path.basename(path) in ("", ".", ".."):
-        # "." became a file "..npz" in the working directory
         raise ValueError(f"the {what} path {path!r} is a directory, not a file name")
-    if not path.endswith(".npz"):
-        path += ".npz"
+    if not path.endswith(suffix):
+        path += suffix
     if os.path.isdir(path):
         raise ValueError(f"the {what} path {path!r} is a directory")
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise ValueError(f"the {what} path's directory {parent!r} does not exist")
     return path
+
+
+def npz_path(path, what="result"):
+    """The .npz file a save or checkpoint writes (file_path)."""
+    return file_path(path, ".npz", what)
 
 
 def png_path(path, what="figure"):
-    """The file a figure is written to: a non-empty path (str or os.PathLike), with .png
-    added unless it ends in .png, that is no directory, in a directory that exists (checked
-    before any work, so that a wrong path costs nothing and the path returned is the file
-    written)."""
-    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
-        raise ValueError(f"the {what} path must be a non-empty file name, got {path!r}")
-    path = os.fspath(path)
-    if not path.lower().endswith(".png"):
-        path += ".png"
-    if os.path.isdir(path):
-        raise ValueError(f"the {what} path {path!r} is a directory")
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise ValueError(f"the {what} path's directory {parent!r} does not exist")
-    return path
+    """The .png file a figure is written to (file_path)."""
+    return file_path(path, ".png", what)
 
 
 def save_npz(path, arrays, meta=None):
