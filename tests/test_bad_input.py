@@ -647,3 +647,23 @@ def test_saving_a_result_over_an_existing_file_is_named(tmp_path):
                                          "without .npz saves a directory there"):
         run(n_samples=2).save(str(existing))
     assert existing.read_text() == "mine"
+
+
+def test_a_run_longer_than_a_run_can_count_is_refused():
+    """n_samples=10**30 ended in numpy's "Maximum allowed dimension exceeded"."""
+    X, _, _ = pymf.datasets.make_cambridge(n=20, seed=0)
+    with pytest.raises(ValueError, match=rf"burnin \+ n_samples = {10 ** 30} units is more "
+                                         r"than a run counts \(at most 2\*\*62\)"):
+        pymf.sample(pymf.IBPLinearGaussian(), X, pymf.CollapsedIBP(), n_samples=10**30, seed=0)
+
+
+def test_a_linear_gaussian_init_that_is_a_result_is_named():
+    """init=<LinearResult> was refused as 'dtype object'."""
+    A, x, _ = pymf.datasets.make_linear_gaussian(50, 3, seed=0)
+    res = pymf.sample(pymf.LinearGaussian(), (A, x), pymf.HAMCMC(gamma=0.1), n_samples=5, seed=0)
+    with pytest.raises(ValueError, match=r"init is a starting vector theta of 3 values, not a "
+                                         r"result: .* pass result.samples\[-1\]"):
+        pymf.sample(pymf.LinearGaussian(), (A, x), pymf.HAMCMC(gamma=0.1), n_samples=5,
+                    seed=0, init=res)
+    pymf.sample(pymf.LinearGaussian(), (A, x), pymf.HAMCMC(gamma=0.1), n_samples=5, seed=0,
+                init=res.samples[-1])

@@ -88,6 +88,9 @@ def check_callback(callback):
     return callback
 
 
+MAX_UNITS = 2 ** 62  # the most units (iterations, rounds, sweeps) a run counts
+
+
 def check_run_length(n_samples, burnin, thin):
     """(n_samples, burnin, thin) of a sampling run, checked together."""
     n_samples = check_count(n_samples, "n_samples", 1)
@@ -95,4 +98,9 @@ def check_run_length(n_samples, burnin, thin):
     thin = check_count(thin, "thin", 1)
     if thin > n_samples:
         raise ValueError(f"thin={thin} is larger than n_samples={n_samples}: nothing would be kept")
+    if burnin + n_samples > MAX_UNITS:
+        # the C cores count units in 64 bits; 10**30 ended in numpy's "Maximum allowed
+        # dimension exceeded" (an array of kept draws' scalars)
+        raise ValueError(f"burnin + n_samples = {burnin + n_samples} units is more than a run "
+                         f"counts (at most 2**62)")
     return n_samples, burnin, thin

@@ -24,6 +24,10 @@ from pymf.langevin import SGLD
 def _check_init(init, model, dim, rng):
     if init is None:
         return rng.normal(0.0, math.sqrt(model.prior_var), dim)
+    if isinstance(init, LinearResult):
+        # real_array's message named only its dtype, object
+        raise ValueError(f"init is a starting vector theta of {dim} values, not a result: to "
+                         "go on from an earlier run's last kept draw, pass result.samples[-1]")
     theta = real_array(init, "init")
     if theta.shape != (dim,):
         raise ValueError(f"init must be a vector of {dim} values, got shape {theta.shape}")
