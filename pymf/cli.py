@@ -33,6 +33,25 @@ PREDICT_HELP = "posterior mean and sd of (W H)_ij from a saved result"
 INFO_HELP = "build facts: version, OpenMP, GSL, CUDA, MPI"
 
 
+def _rows_of_ids(folder, user_ids, item_ids):
+    """The rows and columns of a data file's own user and item ids, from the ids.npz that
+    pymf bpmf writes beside its result."""
+    ids_path = os.path.join(folder, "ids.npz")
+    if not os.path.isfile(ids_path):
+        raise ValueError(f"--by-id needs the ids.npz that pymf bpmf writes beside its result "
+                         f"(for a MovieLens file); {folder or '.'!r} has none")
+    with np.load(ids_path) as ids:
+        out = []
+        for given, known, what in ((user_ids, ids["user_ids"], "user"),
+                                   (item_ids, ids["item_ids"], "item")):
+            index = {int(v): k for k, v in enumerate(known)}
+            missing = [v for v in given if v not in index]
+            if missing:
+                raise ValueError(f"--by-id: {what} id {missing[0]} is not in the data")
+            out.append([index[v] for v in given])
+    return out
+
+
 def cmd_predict(args):
     import pymf
     path = args.result
@@ -43,12 +62,15 @@ def cmd_predict(args):
     result = pymf.load(path, mmap=True)
     if len(args.rows) != len(args.cols):
         raise SystemExit("pymf: error: --rows and --cols need the same number of values")
+    rows, cols = args.rows, args.cols
+    if args.by_id:
+        rows, cols = _rows_of_ids(os.path.dirname(path), rows, cols)
     if "cols" not in inspect.signature(result.predict).parameters and \
             "items" not in inspect.signature(result.predict).parameters:
         raise SystemExit(f"pymf: error: {args.result!r} holds a {type(result).__name__}, "
                          "whose predict takes new design rows, not (row, column) cells: "
                          "call its predict from Python")
-    mean, std = result.predict(args.rows, args.cols, return_std=True)
+    mean, std = result.predict(rows, cols, return_std=True)
     for r, c, m, s in zip(args.rows, args.cols, mean, std):
         print(f"{r}\t{c}\t{m:.6g}\t{s:.6g}")
     return 0
@@ -106,6 +128,9 @@ def build_parser():
     p.add_argument("--rows", type=int, nargs="+", required=True, help="row indices (0-based)")
     p.add_argument("--cols", type=int, nargs="+", required=True,
                    help="column indices (0-based), one per --rows value")
+    p.add_argument("--by-id", action="store_true",
+                   help="--rows and --cols are the data file's own user and item ids (the "
+                        "ids.npz pymf bpmf writes for a MovieLens file), not 0-based indices")
     p.set_defaults(func=cmd_predict)
 
     i = sub.add_parser("info", help=INFO_HELP, description=INFO_HELP,

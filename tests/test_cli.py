@@ -332,3 +332,33 @@ def test_an_option_the_sampler_does_not_read_is_refused(tmp_path, capsys):
                             "got 2.5")):
         assert cli.main(base + extra) == 2
         assert message in capsys.readouterr().err
+
+
+def test_predict_by_the_data_files_own_ids(tmp_path, capsys):
+    """pymf bpmf numbers a MovieLens file's users and items 0, 1, ... in the order of their
+    ids, and the saved result kept nothing to map them back: --by-id reads the ids.npz it now
+    writes beside the result."""
+    from pymf import cli
+    rng = np.random.default_rng(0)
+    users, items = rng.choice(np.arange(100, 1000, 7), 40), rng.choice(np.arange(5, 500, 11), 40)
+    pairs = sorted(set(zip(users.tolist(), items.tolist())))
+    lines = [f"{u}\t{i}\t{rng.integers(1, 6)}\t0" for u, i in pairs]
+    (tmp_path / "u.data").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "o"
+    assert cli.main(["bpmf", "--data", str(tmp_path / "u.data"), "--rank", "2", "--samples",
+                     "20", "--burnin", "10", "--thin", "2", "--test-fraction", "0",
+                     "--no-progress", "--out", str(out)]) == 0
+    capsys.readouterr()
+    user_ids, item_ids = np.unique([p[0] for p in pairs]), np.unique([p[1] for p in pairs])
+    u, i = pairs[3]
+    row, col = int(np.searchsorted(user_ids, u)), int(np.searchsorted(item_ids, i))
+    assert cli.main(["predict", "--result", str(out), "--by-id", "--rows", str(u), "--cols",
+                     str(i)]) == 0
+    by_id = capsys.readouterr().out.split()
+    assert cli.main(["predict", "--result", str(out), "--rows", str(row), "--cols",
+                     str(col)]) == 0
+    by_index = capsys.readouterr().out.split()
+    assert by_id[:2] == [str(u), str(i)] and by_id[2:] == by_index[2:]
+    assert cli.main(["predict", "--result", str(out), "--by-id", "--rows", "3", "--cols",
+                     str(i)]) == 2
+    assert "--by-id: user id 3 is not in the data" in capsys.readouterr().err

@@ -10,11 +10,14 @@ import json
 import os
 import time
 
+import numpy as np
+
 from pymf import cliutil
 from pymf.bpmf.models import BPMF
 from pymf.bpmf.samplers import DSGLD, BPMFGibbs
 from pymf.data import Ratings
 from pymf.engine.api import sample
+from pymf.engine.storage import save_npz
 from pymf.engine.steps import AnnealedStep, step_option
 
 BPMF_HELP = "Bayesian PMF by DSGLD, SGLD or Gibbs"
@@ -156,6 +159,12 @@ def cmd_bpmf(args):
                "kept_samples": result.test_count, "burnin_end": result.burnin_end}
     if "auto_step" in result.params:
         summary["auto_step"] = result.params["auto_step"]
+    if getattr(data, "user_ids", None) is not None:
+        # a MovieLens file's own ids, in the order of the rows and columns they became:
+        # pymf predict --by-id reads them (the result numbers users and items 0, 1, ...)
+        summary["ids"] = save_npz(os.path.join(args.out, "ids.npz"),
+                                  {"user_ids": np.asarray(data.user_ids),
+                                   "item_ids": np.asarray(data.item_ids)})
     if test is not None and result.test_count:
         # the fraction of held-out ratings inside their central posterior predictive intervals
         summary["coverage"] = {str(level): value for level, value in result.coverage(test).items()}
