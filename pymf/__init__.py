@@ -12,7 +12,7 @@ when imported, which is when first used (pymf.sibm, pymf.SIBM, or a registry loo
 needs them), and pymf.sample, pymf.fit and pymf.load look them up. See README.md and
 docs/architecture.md.
 """
-__version__ = "0.2.0"
+__version__ = "0.3.0.dev0"
 
 import importlib as _importlib
 

@@ -1,4 +1,4 @@
-"""Sampler and optimiser settings that several families run: LD and SGLD (NMF, BPMF, the
+"""Sampler and optimiser settings that several families run: LD (NMF), SGLD (NMF, BPMF, the
 linear-Gaussian model), SGD and DSGD (NMF and BPMF, through pymf.fit).
 
 These objects say what to run, not how: each family's runner (registered with

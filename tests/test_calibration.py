@@ -170,6 +170,11 @@ def test_sibm_says_why_it_has_no_coverage():
     res = pymf.fit(pymf.LogisticMF(2), X, pymf.BatchVB(), n_updates=2, seed=0)
     with pytest.raises(ValueError, match="binary entries"):
         res.coverage(np.ones((40, 30)))
+    # SIBM's own (rows, cols, labels) test tuple was refused as a matrix of another shape
+    _, test = pymf.sibm.holdout(X, 0.1, seed=0)
+    for call in (res.coverage, res.calibration):
+        with pytest.raises(ValueError, match="binary entries"):
+            call(test)
 
 
 # --- SG-MCMC with automatic steps ------------------------------------------------------

@@ -60,8 +60,9 @@ class BPMFResult(Result):
                 f"test_rmse={rmse:.4f}, kept={self.test_count})")
 
     def predict(self, users, items, return_std=False, noise=False):
-        """Posterior predictive mean (and sd, return_std=True) for (user, item) pairs
-        (original ids).
+        """Posterior predictive mean (and sd, return_std=True) for (user, item) pairs: 0-based
+        row and column indices of the training Ratings, in their own (unpermuted) order
+        (load_movielens's R.user_ids[r] is row r's id in the file).
 
         The sd is the posterior standard deviation of the expected rating; noise=True adds
         the observation noise 1/tau (the predictive distribution of a new rating; with a
@@ -130,8 +131,9 @@ class BPMFResult(Result):
         """Posterior predictive mean and sd of new ratings (noise included): the family's
         hook for Result.coverage."""
         if self.test_count == 0:
-            raise ValueError("this run kept no draws (stopped in burn-in?): no posterior "
-                             "predictive to check")
+            raise ValueError("this run kept no draws and no running moments of these entries "
+                             "(keep_samples=False without a test set, or a run stopped in the "
+                             "burn-in): no posterior predictive to check")
         return self.predict(rows, cols, return_std=True, noise=True)
 
     def _family_arrays(self):

@@ -38,7 +38,8 @@ MAX_CHAINS = 4096  # each chain holds a copy of U and V and is evaluated at ever
 
 
 class DSGLD:
-    """Distributed SGLD for BPMF (shared memory; pymf.mpi_bpmf runs the same chains over MPI).
+    """Distributed SGLD for BPMF (shared memory; pymf.mpi.sample and python -m pymf.mpi dsgld
+    run the same chains over MPI).
 
     chains       number of chains (default: the number of orthogonal groups, max(P, Q), so
                  that every block is busy in every round, as in the paper)

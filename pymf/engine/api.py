@@ -19,13 +19,15 @@ def sample(model, data, sampler, n_samples, **options):
     non-finite state raises pymf.DivergenceError with the partial result as .result and
     the last finite state as .state. A sampler that cannot run the model is a TypeError
     naming both. Family options: see the family's runner (e.g. burnin_rmse for BPMF; IBP
-    takes test_mask instead of init and test); an option the pair does not take is a
-    TypeError that lists those it does.
+    takes test_mask instead of init and test, and has no sample_dir); an option the pair
+    does not take is a TypeError that lists those it does.
     """
     return registry.runner("sample", model, sampler)(model, data, sampler, n_samples, **options)
 
 
 def fit(model, data, optimizer, **options):
-    """MAP estimate of `model` given `data` with an optimiser (pymf.SGD, pymf.DSGD);
-    n_epochs, seed, test, callback and progress as in pymf.sample."""
+    """A point estimate or a variational fit of `model` given `data`: MAP with an optimiser
+    (pymf.SGD, pymf.DSGD; n_epochs), or variational inference of a LogisticMF model
+    (pymf.SIBM, pymf.BatchVB; n_updates, the updates or sweeps, and init, an earlier
+    SIBMResult); seed, test, callback and progress as in pymf.sample."""
     return registry.runner("fit", model, optimizer)(model, data, optimizer, **options)

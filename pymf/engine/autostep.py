@@ -141,7 +141,7 @@ class AutoStep:
                      (0, 1): the step is also bounded so that the minibatch gradient's noise
                      inflates the stationary variance by at most a factor 1 + delta (the
                      module's point 4), for calibrated posterior intervals; DSGLD, SGLD,
-                     PSGLD and LD only.
+                     PSGLD and LD only (LD and SGLD on NMF and BPMF models).
     per_row          True (default): DSGLD (and SGLD on a BPMF model) and PSGLD (with a
                      burn-in) bound each row's coordinates after the burn-in
                      (point 5); False: the stability rule alone (what "auto" was before the
@@ -260,7 +260,8 @@ def choose(gradient, theta, seed, pilot, fraction=FRACTION, step=None, minibatch
     family that does not give its minibatch_scale refuses it."""
     noise_bound = None if step is None else step.minibatch_noise
     if noise_bound is not None and minibatch_scale is None:
-        raise ValueError("AutoStep(minibatch_noise=...) is for DSGLD, SGLD, PSGLD and LD, whose "
+        raise ValueError("AutoStep(minibatch_noise=...) is for DSGLD, PSGLD, and LD and SGLD on "
+                         "matrix-factorisation models (NMF, BPMF), whose "
                          "minibatch scale is known; give this sampler step_size='auto' or a step")
     lam = largest_curvature(gradient, theta, seed)
     eps = fraction * 2.0 / (lam * curvature_factor)

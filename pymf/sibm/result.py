@@ -73,6 +73,16 @@ class SIBMResult(Result):
         """The expected value of the entries: predict_proba."""
         return self.predict_proba(rows, cols, return_std)
 
+    def coverage(self, test, *args, **kwargs):
+        """Not defined for binary entries (predictive_moments says why), whatever test is:
+        SIBM's own (rows, cols, labels) test tuple was refused as a matrix of another shape
+        before that explanation."""
+        return self.predictive_moments(None, None)
+
+    def calibration(self, test, *args, **kwargs):
+        """Not defined either (coverage)."""
+        return self.predictive_moments(None, None)
+
     def predictive_moments(self, rows, cols):
         """No interval coverage: an entry is 0 or 1, and every central interval of a
         Bernoulli predictive either holds both values or one, so its coverage says nothing
