@@ -54,3 +54,21 @@ class DivergenceError(RuntimeError):
 class GPUUnavailableError(RuntimeError):
     """backend="cuda" was asked for where the GPU path cannot run (no GPU, or neither pycuda
     nor CuPy): the message says why and what to install."""
+
+
+def abort_mpi_job(exc):
+    """Print exc in one line naming this rank, then end every rank of the MPI job
+    (comm.Abort: a rank that fails alone would leave the others waiting for ever in a
+    collective); without MPI, or in a job of one process, exit with status 2."""
+    rank, size, world = 0, 1, None
+    try:
+        from mpi4py import MPI
+        world = MPI.COMM_WORLD
+        rank, size = world.Get_rank(), world.Get_size()
+    except Exception:  # no MPI here: a one-process job
+        pass
+    where = f"rank {rank}: " if size > 1 else ""
+    print(f"pymf.mpi: error: {where}{type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+    if size > 1:
+        world.Abort(2)
+    raise SystemExit(2)

