@@ -180,6 +180,14 @@ def test_bad_setups_fail_on_every_rank_without_hanging(dense_file, tmp_path):
     mixed = run_mpi(2, "psgld", "--shards", str(tmp_path / "a{rank}.npz"), "--rank", "2", "--samples", "5", "--thin", "1",
                     "--out", str(tmp_path / "c"), cwd=tmp_path, timeout=120)
     assert mixed.returncode != 0 and "ranks see different data" in mixed.stderr
+    # permuted shards of another seed hold rows of other blocks: the ring ran a chain of its
+    # own with status 0 (found by a review); refused now
+    nmf_mpi.write_shards(V, 2, str(tmp_path / "p{rank}.npz"), permute=True, seed=0)
+    seeded = run_mpi(2, "psgld", "--shards", str(tmp_path / "p{rank}.npz"), "--permute",
+                     "--seed", "1", "--rank", "2", "--samples", "5", "--thin", "1", "--out",
+                     str(tmp_path / "d"), cwd=tmp_path, timeout=120)
+    assert seeded.returncode != 0
+    assert "was written with --seed 0, whose permuted grid is not this run's" in seeded.stderr
 
 
 def test_unfinished_damaged_and_foreign_checkpoints(dense_file, tmp_path):
@@ -397,3 +405,15 @@ def test_the_launchers_name_the_mpi_extra_when_mpi4py_is_missing(tmp_path):
     assert done.returncode == 2
     assert 'pymf.mpi: error: MPI is not usable: mpi4py is not installed' in done.stderr
     assert 'pip install "pymf[mpi]"' in done.stderr
+
+
+def test_write_shards_refuses_a_pattern_without_rank_and_returns_the_files_written(tmp_path):
+    """Without '{rank}' every shard went to one file, each over the last, and the command
+    said it had written them all; without .npz, np.savez added the suffix to files whose
+    names were returned without it."""
+    V = np.ones((6, 4))
+    with pytest.raises(ValueError, match=r"a shard pattern must contain '\{rank\}'"):
+        nmf_mpi.write_shards(V, 2, str(tmp_path / "s.npz"))
+    paths = nmf_mpi.write_shards(V, 2, str(tmp_path / "p{rank}"))
+    assert paths == [str(tmp_path / "p0.npz"), str(tmp_path / "p1.npz")]
+    assert all(os.path.exists(path) for path in paths)

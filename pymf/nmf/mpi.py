@@ -79,7 +79,12 @@ def write_shards(data, n_blocks, pattern, permute=False, seed=0):
     """Split data (array, Ratings, scipy.sparse or a file path) into the row pieces of the
     block grid a run with this seed uses, one .npz per rank (original indices). Each shard
     records the digest of the whole data (as pymf.sample computes it, so that a run on the
-    shards and a shared-memory run on the data share checkpoints)."""
+    shards and a shared-memory run on the data share checkpoints). pattern: a path with
+    '{rank}' (without it every shard went to one file, each over the last) ending in .npz
+    (added where missing, as np.savez adds it: the paths returned are the files written)."""
+    Shards(pattern)  # the same check as the run's
+    if not pattern.endswith(".npz"):
+        pattern += ".npz"
     observed = _as_observed_source(data)
     ratings = observed if isinstance(observed, Ratings) else Ratings.from_dense(observed)
     _, _, permute_seed, _ = run_seeds(seed)
@@ -137,6 +142,12 @@ def _local_piece(source, rank, n_blocks, permute, permute_seed):
             if bool(shard["permute"]) != permute:
                 raise ValueError(f"rank {rank}: shard {path!r} was written with "
                                  f"permute={bool(shard['permute'])}")
+            if permute and run_seeds(int(shard["seed"]))[2] != permute_seed:
+                # the permuted grid is the seed's: another seed's shard holds rows of other
+                # blocks, and the ring ran a chain of its own without a word
+                raise ValueError(f"rank {rank}: shard {path!r} was written with --seed "
+                                 f"{int(shard['seed'])}, whose permuted grid is not this "
+                                 "run's: write the shards with the run's seed")
             return (shard["rows"].astype(np.int64), shard["cols"].astype(np.int64),
                     shard["values"].astype(np.float64), tuple(int(x) for x in shard["shape"]),
                     bool(shard["dense"]), str(shard["dataset"]))
