@@ -75,7 +75,6 @@ def main(argv=None):
         abort_mpi_job(exc)
 
 
-
 if __name__ == "__main__":
     import pymf  # noqa: F401  (the families register their launchers)
     sys.exit(main())
