@@ -184,7 +184,7 @@ def test_command_line(tmp_path, monkeypatch):
         for r, c in zip(rows, cols):
             out.write(f"{r + 1},{c + 1},{rng.integers(1, 6)},0\n")
     lines = _cli_lines()
-    assert len(lines) == 7, lines
+    assert len(lines) == 8, lines
     env = dict(os.environ, CI="1")
     used = [0] * len(CLI_SCALE_DOWN)
     out_dirs = iter(["sampled", "gibbs", "fitted", "bpmf"])
@@ -197,7 +197,9 @@ def test_command_line(tmp_path, monkeypatch):
         if "--out DIR" in line:
             last_out = next(out_dirs)
             line = line.replace("--out DIR", f"--out {last_out}")
-        line = line.replace("--result DIR", "--result sampled")
+        # --by-id: the MovieLens-style file's own ids, from the folder pymf bpmf wrote
+        line = line.replace("--result DIR", "--result " + ("bpmf" if "--by-id" in line
+                                                          else "sampled"))
         done = subprocess.run([sys.executable, "-m", "pymf", *line.split()[1:]], cwd=tmp_path,
                               env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
