@@ -18,6 +18,7 @@ import numbers
 import numpy as np
 
 from pymf.data import Ratings, as_observed
+from pymf.engine.seeds import check_seed
 
 LEVELS = (0.5, 0.8, 0.9, 0.95)
 MAX_DRAWS = 500  # predictive draws per entry: the quantiles' Monte-Carlo error ~ 1/sqrt(500)
@@ -58,10 +59,11 @@ def predictive(result, test, seed=0, max_draws=MAX_DRAWS):
     if shape is not None and tuple(test.shape) != tuple(shape):
         raise ValueError(f"the test set has shape {tuple(test.shape)}, the data "
                          f"{tuple(shape)}")
-    if isinstance(seed, bool) or not (seed is None or isinstance(seed, (numbers.Integral,
-                                                                        np.integer))) \
-            or (seed is not None and seed < 0):
-        raise ValueError(f"seed must be None or an integer >= 0, got {seed!r}")
+    if seed is not None:
+        try:
+            check_seed(seed)  # the engine's own check of a seed
+        except ValueError:
+            raise ValueError(f"seed must be None or an integer >= 0, got {seed!r}") from None
     rng = np.random.default_rng(seed)
     draws = result.predictive_draws(test.rows, test.cols, rng, max_draws)
     if draws is not None:
