@@ -72,3 +72,15 @@ def test_tiling_equals_the_tiles_concatenated_and_sorted(tile):
     for x, y in ((got.rows, expected.rows), (got.cols, expected.cols),
                  (got.values, expected.values)):
         assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("tile", [0, -2, 1.5, True])
+def test_a_tile_count_that_is_not_a_positive_integer_is_refused(tile, capsys):
+    """--tile 0 (and tile_ratings(r, 0)) used to run on the data once, as --tile 1."""
+    from pymf.nmf.mpi import _parser
+    ratings = pymf.Ratings(*random_entries(seed=5))
+    with pytest.raises(ValueError, match="tile must be a positive integer"):
+        tile_ratings(ratings, tile)
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["psgld", "--out", "o", "--tile", str(tile)])
+    assert "--tile: must be a positive integer" in capsys.readouterr().err

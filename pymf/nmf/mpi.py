@@ -600,6 +600,17 @@ def sample_ring(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ou
 
 
 # ------------------------------------------------------------------ command line --------
+def _tile_count(text):
+    """--tile's value: a positive integer (0 used to be taken as 1 without a word)."""
+    try:
+        tile = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if tile < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {tile}")
+    return tile
+
+
 def _parser():
     parser = argparse.ArgumentParser(prog="python -m pymf.mpi", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -608,7 +619,8 @@ def _parser():
     p.add_argument("--data", default=None, help="'demo', a .npy matrix or a MovieLens file")
     p.add_argument("--shards", default=None, help="per-rank shard files, e.g. 'dir/shard{rank}.npz'")
     p.add_argument("--demo-size", type=int, default=256)
-    p.add_argument("--tile", type=int, default=1, help="repeat the data TILE x TILE times (weak scaling)")
+    p.add_argument("--tile", type=_tile_count, default=1,
+                   help="repeat the data TILE x TILE times (weak scaling; a positive integer)")
     p.add_argument("--test-fraction", type=float, default=0.0)
     p.add_argument("--beta", type=float, default=1.0)
     p.add_argument("--phi", type=phi_value, default=1.0, help="a number or 'sample' (--beta 2)")
@@ -643,6 +655,8 @@ def tile_ratings(ratings, tile):
     shifted by a * I rows and b * J columns. Built straight in row-major order (row a * I + r
     holds row r's entries of copy (a, 0), then of (a, 1), ...), so that pymf.Ratings keeps the
     arrays without sorting them again: 3 x 8 bytes an entry and no sort at 10^8 entries."""
+    if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)) or tile < 1:
+        raise ValueError(f"tile must be a positive integer, got {tile!r}")
     if tile == 1:
         return ratings
     I, J = ratings.shape
