@@ -92,3 +92,36 @@ def test_a_data_file_missing_on_one_rank_ends_the_job(tmp_path):
     assert ("pymf.mpi: error: rank 1: FileNotFoundError: --data 'gone.npy': no such file"
             in proc.stderr), proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
+
+
+SEEDLESS_SCRIPT = """
+import json, sys
+import numpy as np
+import pymf, pymf.mpi
+from mpi4py import MPI
+X, _, _ = pymf.datasets.make_cambridge(n=30, sigma_x=0.5, seed=1)
+res = pymf.mpi.sample(pymf.IBPLinearGaussian(), X, pymf.HybridIBP(processes=2), n_samples=4,
+                      progress=False)
+trace = [float(s) for s in res.trace["sigma_x"]] + [float(k) for k in res.trace["K"]]
+gathered = MPI.COMM_WORLD.gather((res.seed, trace), root=0)
+if MPI.COMM_WORLD.Get_rank() == 0:
+    print(json.dumps(gathered))
+"""
+
+
+def test_mpi_sample_without_a_seed_draws_one_every_rank_shares(tmp_path):
+    """pymf.mpi.sample(..., HybridIBP) with seed=None was refused ('needs an explicit seed'),
+    unlike pymf.sample and the other families' MPI runners: rank 0 now draws the entropy and
+    every rank runs with it; the recorded seed repeats the run with threads."""
+    (tmp_path / "run.py").write_text(SEEDLESS_SCRIPT)
+    command = [mpiexec_path(), "-n", "2", sys.executable, "run.py"]
+    proc = subprocess.run(command, cwd=tmp_path, env=mpi_env(), capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (seed0, trace0), (seed1, trace1) = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seed0 == seed1 and trace0 == trace1
+    X, _, _ = pymf.datasets.make_cambridge(n=30, sigma_x=0.5, seed=1)
+    again = pymf.sample(pymf.IBPLinearGaussian(), X, pymf.HybridIBP(processes=2), n_samples=4,
+                        seed=seed0, progress=False)
+    assert [float(s) for s in again.trace["sigma_x"]] + [float(k) for k in again.trace["K"]] \
+        == trace0

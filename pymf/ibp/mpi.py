@@ -24,6 +24,7 @@ import time
 import numpy as np
 
 from pymf.data import Ratings
+from pymf.engine.seeds import resolve_seed
 from pymf.ibp.samplers import SPLIT_MERGE, HybridIBP
 from pymf.ibp.sampling import run_ibp
 
@@ -41,10 +42,12 @@ def sample(model, data, sampler, n_samples, **options):
                 "keep_samples": True, "checkpoint": None, "checkpoint_every": None,
                 "progress": None, "callback": None}
     defaults.update(options)
-    if defaults["seed"] is None:
-        raise ValueError("pymf.mpi.sample needs an explicit seed (every rank must agree)")
-    return run_ibp(model, data, sampler, n_samples, *(defaults[k] for k in names),
-                   comm=MPI.COMM_WORLD)
+    comm = MPI.COMM_WORLD
+    # seed=None draws fresh entropy once, on rank 0: every rank must use the same seed (it
+    # used to be refused here, unlike pymf.sample and the other families' MPI runners)
+    defaults["seed"] = comm.bcast(resolve_seed(defaults["seed"]) if comm.Get_rank() == 0
+                                  else None, root=0)
+    return run_ibp(model, data, sampler, n_samples, *(defaults[k] for k in names), comm=comm)
 
 
 DATA_HELP = "'cambridge' (the 6 x 6 four-bar images), a .npy file of X or a .npz holding X"
