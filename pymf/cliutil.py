@@ -30,6 +30,15 @@ DATA_HELP = ("'demo' (the synthetic Poisson-NMF data of the PSGLD paper, --demo-
              "or a MovieLens ratings file (u.data, ratings.dat, ratings.csv)")
 
 
+def last_traced(trace, key):
+    """A trace column's last value as a float; None where the run has no such point (a run
+    stopped by Ctrl-C before its first trace point, or a column this run does not trace).
+    The summaries read it instead of trace[key][-1], which failed there after the result
+    had been saved (KeyError, IndexError)."""
+    values = trace.get(key, ())
+    return float(values[-1]) if len(values) else None
+
+
 NPY_MAGIC = b"\x93NUMPY"  # how every .npy file begins (numpy.lib.format)
 
 

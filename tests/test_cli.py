@@ -116,33 +116,43 @@ def test_a_diverging_bpmf_run_is_an_error_line_not_a_traceback(tmp_path):
     assert out.stderr.startswith("pymf: error: round 1 of chain 0: DSGLD diverged")
 
 
-def test_sigint_keeps_samples_and_checkpoint(tmp_path):
-    """A real Ctrl-C (SIGINT) during `pymf sample`: the run stops cleanly after the current
-    chunk and writes what it kept, its summary and a checkpoint to resume from."""
+def interrupted_run(argv, cwd, first_file):
+    """Run `python -m pymf ARGV`, send it SIGINT once first_file exists (the run has got
+    that far); returns (returncode, stdout, stderr)."""
     import signal
     import time
-    out_dir = tmp_path / "run"
     env = dict(os.environ, CI="1")
     # a test runner started in the background by a shell without job control inherits
     # SIGINT ignored, and so would the run (Python then installs no Ctrl-C handler at all):
     # the run gets the terminal's default, as under an interactive Ctrl-C
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pymf", "sample", "--rank", "8", "--blocks", "4", "--data", "demo",
-         "--demo-size", "128", "--samples", "5000000", "--thin", "50", "--step-size", "1e-4",
-         "--checkpoint", "--checkpoint-every", "1000", "--out", str(out_dir)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(tmp_path),
+        [sys.executable, "-m", "pymf", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env, cwd=str(cwd),
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.time() + 120
-        while not (out_dir / "checkpoint.npz").exists() and time.time() < deadline:
-            time.sleep(0.05)  # the first checkpoint: 1,000 iterations, so 20 kept samples, are done
+        while not first_file.exists() and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:  # never leave a 5M-sample run behind a failed test
+        if proc.poll() is None:  # never leave a run of millions of samples behind a failed test
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 0, stderr
+    return proc.returncode, stdout, stderr
+
+
+def test_sigint_keeps_samples_and_checkpoint(tmp_path):
+    """A real Ctrl-C (SIGINT) during `pymf sample`: the run stops cleanly after the current
+    chunk and writes what it kept, its summary and a checkpoint to resume from."""
+    out_dir = tmp_path / "run"
+    # the first checkpoint: 1,000 iterations, so 20 kept samples, are done
+    returncode, stdout, stderr = interrupted_run(
+        ["sample", "--rank", "8", "--blocks", "4", "--data", "demo", "--demo-size", "128",
+         "--samples", "5000000", "--thin", "50", "--step-size", "1e-4", "--checkpoint",
+         "--checkpoint-every", "1000", "--out", str(out_dir)], tmp_path,
+        out_dir / "checkpoint.npz")
+    assert returncode == 0, stderr
     assert "interrupted" in stderr
     summary = json.loads((out_dir / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["kept_samples"] > 0
@@ -150,6 +160,31 @@ def test_sigint_keeps_samples_and_checkpoint(tmp_path):
     assert result.n_kept == summary["kept_samples"] and np.all(np.isfinite(result.W_samples))
     with np.load(out_dir / "checkpoint.npz") as ck:
         assert int(ck["kernel_t"]) == summary["iterations"]
+
+
+@pytest.mark.parametrize("command", ["sample", "bpmf"])
+def test_sigint_before_the_first_trace_point_gives_a_summary(tmp_path, command):
+    """Ctrl-C before a run's first trace point after the start: `pymf bpmf` saved the result,
+    then failed on its summary (KeyError: 'test_rmse', a traceback); `pymf sample` said
+    "N iterations in 0.00 s" from the trace point at iteration 0. Both summaries now say
+    what was traced (null where nothing was) and that the run was interrupted."""
+    out_dir = tmp_path / "run"
+    common = ["--data", "demo", "--samples", "5000000", "--thin", "1000000", "--checkpoint",
+              "--checkpoint-every", "20", "--no-progress", "--out", str(out_dir)]
+    extra = (["--rank", "4", "--blocks", "2", "--demo-size", "64", "--trace-every", "1000000"]
+             if command == "sample" else ["--rank", "3"])
+    returncode, stdout, stderr = interrupted_run([command, *common, *extra], tmp_path,
+                                                 out_dir / "checkpoint.npz")
+    assert returncode == 0 and "Traceback" not in stderr, stderr[-2000:]
+    summary = json.loads((out_dir / "summary.json").read_text())
+    assert summary["interrupted"] is True
+    result = pymf.load(str(out_dir / "result.npz") if command == "bpmf" else str(out_dir))
+    assert result.interrupted
+    if command == "bpmf":
+        assert summary["final_train_rmse"] is None and summary["final_test_rmse"] is None
+    else:
+        assert summary["samples_per_second"] is None  # traced at iteration 0 alone
+        assert f"interrupted after {summary['iterations']} iterations" in stdout
 
 
 def test_command_line_errors_are_one_line_not_tracebacks(tmp_path, capsys):

@@ -155,3 +155,60 @@ def test_a_rank_that_fails_alone_or_reads_other_data_stops_every_rank(data_file,
         assert proc.returncode == 2, proc.stderr[-2000:]
         lines = [line for line in proc.stderr.splitlines() if "pymf.bpmf.mpi: error" in line]
         assert len(lines) == 1 and re.search(message, lines[0]), proc.stderr[-2000:]
+
+
+PID_WRAPPER = """
+import os, sys
+from mpi4py import MPI
+with open(f"rank{MPI.COMM_WORLD.Get_rank()}.pid", "w") as fh:
+    fh.write(str(os.getpid()))
+import pymf  # noqa: F401  (the families register their launchers)
+from pymf.mpi import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_at_one_worker_stops_the_run_and_it_resumes(data_file, tmp_path):
+    """SIGINT to a worker alone killed that worker and left the server waiting for ever. The
+    worker now tells the server, which stops as on its own Ctrl-C: the draws kept so far
+    saved (interrupted), the checkpoint written, status 0; a rerun resumes to the chains of
+    a run that never stopped."""
+    import os
+    import signal
+    import time
+    _, path = data_file
+    (tmp_path / "wrapper.py").write_text(PID_WRAPPER)
+
+    def command(out):
+        return [mpiexec_path(), "-n", "3", sys.executable, "wrapper.py", "dsgld", "--data", path,
+                "--rank", "3", "--batch-size", "30", "--round-length", "4", "--eps0", "2e-3",
+                "--kappa", "50", "--samples", "3000", "--thin", "300", "--seed", "9",
+                "--test-fraction", "0.2", "--split-seed", "1", "--split", "square",
+                "--blocks", "2", "--out", str(out), "--checkpoint", f"{out}.ck.npz",
+                "--checkpoint-every", "40"]
+
+    out = tmp_path / "x.npz"
+    checkpoint = tmp_path / "x.npz.ck.npz"
+    job = subprocess.Popen(command(out), cwd=tmp_path, env=mpi_env(), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not checkpoint.exists() and job.poll() is None:
+        time.sleep(0.02)
+    assert checkpoint.exists(), job.communicate()[1][-2000:]
+    os.kill(int((tmp_path / "rank2.pid").read_text()), signal.SIGINT)
+    stdout, stderr = job.communicate(timeout=120)
+    assert job.returncode == 0, stderr[-2000:]
+    assert "worker rank 2 got Ctrl-C" in stderr and "Traceback" not in stderr, stderr[-2000:]
+    assert json.loads(stdout.strip().splitlines()[-1])["interrupted"] is True
+    assert pymf.load(out).interrupted
+    with np.load(checkpoint) as ck:
+        assert 0 < int(ck["counters"][0]) < 3000  # the rounds run: resumed from there
+    for out_path in (out, tmp_path / "whole.npz"):  # resumed, and a run that never stopped
+        proc = subprocess.run(command(out_path), cwd=tmp_path, env=mpi_env(),
+                              capture_output=True, text=True, timeout=240)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    resumed, whole = pymf.load(out), pymf.load(tmp_path / "whole.npz")
+    assert not resumed.interrupted
+    for key in whole.samples:
+        assert np.array_equal(resumed.samples[key], whole.samples[key]), key
+    assert np.array_equal(resumed.test_mean, whole.test_mean)

@@ -154,9 +154,11 @@ def cmd_bpmf(args):
     # the result's settings: the minibatch and an "auto" step resolved for this data
     summary = {"result": path, "sampler": result.params["sampler"], "model": model.params(),
                "seconds": time.perf_counter() - started,
-               "final_test_rmse": float(result.trace["test_rmse"][-1]) if test is not None else None,
-               "final_train_rmse": float(result.trace["train_rmse"][-1]),
-               "kept_samples": result.test_count, "burnin_end": result.burnin_end}
+               "final_test_rmse": (cliutil.last_traced(result.trace, "test_rmse")
+                                   if test is not None else None),
+               "final_train_rmse": cliutil.last_traced(result.trace, "train_rmse"),
+               "kept_samples": result.test_count, "burnin_end": result.burnin_end,
+               "interrupted": result.interrupted}
     if "auto_step" in result.params:
         summary["auto_step"] = result.params["auto_step"]
     if getattr(data, "user_ids", None) is not None:

@@ -21,7 +21,14 @@ itself (the ratings are not sent); a worker keeps only its blocks' ratings in us
 A diverging block makes the server discard the whole round (every chain keeps its state
 after the previous round, as in shared memory), stop the workers, and raise
 pymf.DivergenceError naming the round.
+
+Ctrl-C (SIGINT) at the server stops the run as pymf.sample does: at the next trace point,
+with the checkpoint written and the draws kept so far returned. A worker that gets it alone
+tells the server (a message of its own tag, read where the run loop asks whether to stop),
+and the run stops the same way; a second Ctrl-C at that worker ends the whole job at once.
+A worker used to die alone and leave the server waiting for ever.
 """
+import warnings
 import argparse
 import json
 import os
@@ -35,10 +42,11 @@ from pymf.bpmf.kernel import (_CHAIN_ARRAYS, BPMFKernel, ChainsKernel, _rmse, pr
 from pymf.bpmf.layout import Layout, _initial_params, bpmf_seeds
 from pymf.bpmf.samplers import DSGLD
 from pymf.bpmf.sampling import sample_bpmf
+from pymf.engine.interrupt import DeferredInterrupt, ForcedInterrupt
 from pymf.engine.seeds import resolve_seed
-from pymf.errors import DivergenceError
+from pymf.errors import DivergenceError, abort_mpi_job, user_stacklevel
 
-_TAG_TASK, _TAG_RESULT = 11, 12
+_TAG_TASK, _TAG_RESULT, _TAG_INTERRUPTED = 11, 12, 13
 
 
 def _schedule(layout, n_chains, n_workers, round_):
@@ -174,6 +182,17 @@ class _ServerChains(ChainsKernel):
     def chain_params(self, chain):
         return self.params[chain]
 
+    def agree(self, requested, n):
+        """Stop (as on Ctrl-C here) where a worker reports that it got Ctrl-C."""
+        from mpi4py import MPI
+        status = MPI.Status()
+        if self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=_TAG_INTERRUPTED, status=status):
+            worker = self.comm.recv(source=status.Get_source(), tag=_TAG_INTERRUPTED)
+            warnings.warn(f"worker rank {worker} got Ctrl-C (SIGINT): the run stops as on "
+                          "Ctrl-C at the server", RuntimeWarning, stacklevel=user_stacklevel())
+            requested = True
+        return requested, n
+
     def apply_row_steps(self, step_user, step_item, noise_user, noise_item, from_round):
         """Every worker gets the per-row step and noise factors (grid order) once; they
         use them in the rounds from from_round on, as the shared-memory chains do."""
@@ -229,7 +248,19 @@ class _ServerChains(ChainsKernel):
 
 
 def _worker_loop(comm, setup):
+    """Serve the server's rounds until it says stop. Ctrl-C here is reported to the server
+    once (after the next command arrives: a blocking MPI call does not return to Python
+    before), which stops the run at its next trace point; a second one ends the job."""
+    try:
+        with DeferredInterrupt() as interrupt:
+            _serve(comm, setup, interrupt)
+    except ForcedInterrupt as exc:
+        abort_mpi_job(exc)
+
+
+def _serve(comm, setup, interrupt):
     rank, n_workers = comm.Get_rank(), comm.Get_size() - 1
+    reported = False
     sampler = setup.sampler
     workers = {}
     D = setup.D
@@ -248,6 +279,11 @@ def _worker_loop(comm, setup):
             continue
         if command != "round":
             return
+        if interrupt.requested and not reported:
+            # the server reads it where its run loop asks whether to stop (a round later at
+            # most): never after "stop", so that no message is left unread
+            comm.send(rank, dest=0, tag=_TAG_INTERRUPTED)
+            reported = True
         use_row_steps = row_steps is not None and round_ >= row_steps_from
         first_step = (round_ - 1) * sampler.round_length + 1
         for c, s, w in _schedule(setup.layout.c, setup.n_chains, n_workers, round_):
@@ -395,9 +431,11 @@ def _run(args, train, test, model, sampler):
                  checkpoint_every=args.checkpoint_every)
     if res is not None:
         path = res.save(args.out)
-        rmse = res.trace["test_rmse"][-1] if len(res.trace["test_rmse"]) else float("nan")
-        print(json.dumps({"out": os.path.abspath(path), "test_rmse": float(rmse),
-                          "seconds": float(res.trace["time"][-1])}))
+        from pymf.cliutil import last_traced
+        print(json.dumps({"out": os.path.abspath(path),
+                          "test_rmse": last_traced(res.trace, "test_rmse"),
+                          "seconds": last_traced(res.trace, "time"),
+                          "interrupted": res.interrupted}))
     return 0
 
 

@@ -23,6 +23,7 @@ import time
 
 import numpy as np
 
+from pymf.cliutil import last_traced
 from pymf.data import Ratings
 from pymf.engine.seeds import resolve_seed
 from pymf.ibp.samplers import SPLIT_MERGE, HybridIBP
@@ -105,11 +106,11 @@ def run_from_args(args, sampler, sample_fn, out):
                        checkpoint=args.checkpoint, progress=False)
     summary = {"sampler": sampler.params(), "shape": list(X.shape),
                "seconds": time.perf_counter() - started, "iterations": result.iterations,
-               "final_K": float(result.trace["K"][-1]),
-               "final_sigma_x": float(result.trace["sigma_x"][-1]),
+               "final_K": last_traced(result.trace, "K"),
+               "final_sigma_x": last_traced(result.trace, "sigma_x"),
                "predictive_loglik": result.predictive_loglik}
     if "heldout_loglik" in result.trace:
-        summary["final_heldout_loglik"] = float(result.trace["heldout_loglik"][-1])
+        summary["final_heldout_loglik"] = last_traced(result.trace, "heldout_loglik")
     if mask is not None and result.n_kept and result.posterior:  # (MPI: rank 0 keeps the draws)
         rows, cols = np.nonzero(mask)
         test = Ratings(rows, cols, X[rows, cols], shape=X.shape)

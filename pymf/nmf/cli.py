@@ -241,7 +241,10 @@ def cmd_sample(args):
     wall = time.perf_counter() - started
     result.save(args.out)
     iterations = result.iterations
-    sampling = float(result.trace["time"][-1])
+    # the rate from the last trace point (a run stopped by Ctrl-C ran past it: it printed
+    # "9494 iterations in 0.00 s" from the trace point at iteration 0)
+    traced_at = cliutil.last_traced(result.trace, "iteration") or 0
+    sampling = cliutil.last_traced(result.trace, "time") or 0.0
     sampler_params = sampler.params()
     if hasattr(sampler, "grid_params"):  # HAMCMC: its grid settings are kept apart
         sampler_params.update(sampler.grid_params())
@@ -249,12 +252,12 @@ def cmd_sample(args):
         "model": model.params(), "sampler": sampler_params, "shape": list(np.shape(data)),
         "iterations": iterations, "kept_samples": result.n_kept,
         "sampling_seconds": round(sampling, 4), "wall_seconds": round(wall, 4),
-        "samples_per_second": round(iterations / sampling, 2) if sampling > 0 else None,
-        "final_loglik": float(result.trace["loglik"][-1]),
+        "samples_per_second": round(traced_at / sampling, 2) if sampling > 0 else None,
+        "final_loglik": cliutil.last_traced(result.trace, "loglik"),
         "interrupted": result.interrupted, "out": os.path.abspath(args.out),
     }
     if "test_rmse" in result.trace:
-        summary["final_test_rmse"] = float(result.trace["test_rmse"][-1])
+        summary["final_test_rmse"] = cliutil.last_traced(result.trace, "test_rmse")
     if model.sample_phi:
         summary["phi_mean"] = result.noise_variance()  # the posterior mean of the sampled phi
     if "auto_step" in result.params:
@@ -267,9 +270,15 @@ def cmd_sample(args):
     with open(os.path.join(args.out, "summary.json"), "w") as fh:
         json.dump(summary, fh, indent=2)
     print(json.dumps(summary, indent=2))
-    print(f"\n{sampler.kind}: {iterations} iterations in {sampling:.2f} s "
-          f"({summary['samples_per_second']} samples/s), final log-likelihood "
-          f"{summary['final_loglik']:.6g}"
+    loglik = summary["final_loglik"]
+    loglik = "(not traced)" if loglik is None else f"{loglik:.6g}"
+    if result.interrupted:
+        ran = (f"interrupted after {iterations} iterations; at its last trace point (iteration "
+               f"{int(traced_at)}, {sampling:.2f} s of sampling) the log-likelihood was {loglik}")
+    else:
+        ran = (f"{iterations} iterations in {sampling:.2f} s ({summary['samples_per_second']} "
+               f"samples/s), final log-likelihood {loglik}")
+    print(f"\n{sampler.kind}: {ran}"
           + (f", 90% interval coverage {summary['coverage']['0.9']:.3f}" if "coverage" in summary else "")
           + f"; results in {summary['out']}")
     return 0
@@ -347,12 +356,12 @@ def cmd_fit(args):
     result.save(os.path.join(args.out, "fit.npz"))
     summary = {"model": model.params(), "optimizer": optimizer.params(),
                "iterations": result.iterations, "epochs": args.epochs,
-               "seconds": round(float(result.trace["time"][-1]), 4),
-               "final_loglik": float(result.trace["loglik"][-1]),
-               "final_logpost": float(result.trace["logpost"][-1]),
+               "seconds": round(cliutil.last_traced(result.trace, "time") or 0.0, 4),
+               "final_loglik": cliutil.last_traced(result.trace, "loglik"),
+               "final_logpost": cliutil.last_traced(result.trace, "logpost"),
                "out": os.path.abspath(args.out)}
     if test is not None:
-        summary["final_test_rmse"] = float(result.trace["test_rmse"][-1])
+        summary["final_test_rmse"] = cliutil.last_traced(result.trace, "test_rmse")
     with open(os.path.join(args.out, "summary.json"), "w") as fh:
         json.dump(summary, fh, indent=2)
     print(json.dumps(summary, indent=2))

@@ -88,11 +88,11 @@ def cmd_sibm(args):
     path = result.save(os.path.join(args.out, "result.npz"))
     summary = {"result": path, "method": method.params(), "model": model.params(),
                "shape": list(X.shape), "ones": int(X.nnz), "seconds": time.perf_counter() - started,
-               "final_elbo": float(result.trace["elbo"][-1]),
-               "final_batch_size": float(result.trace["batch_size"][-1])}
+               "final_elbo": cliutil.last_traced(result.trace, "elbo"),
+               "final_batch_size": cliutil.last_traced(result.trace, "batch_size")}
     if test is not None:
-        summary["final_test_loglik"] = float(result.trace["test_loglik"][-1])
-        summary["final_test_auc"] = float(result.trace["test_auc"][-1])
+        summary["final_test_loglik"] = cliutil.last_traced(result.trace, "test_loglik")
+        summary["final_test_auc"] = cliutil.last_traced(result.trace, "test_auc")
     with open(os.path.join(args.out, "summary.json"), "w") as fh:
         json.dump(summary, fh, indent=2)
     print(json.dumps(summary))
