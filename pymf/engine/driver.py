@@ -14,13 +14,15 @@ import os
 import sys
 import time
 import warnings
+import zipfile
 
 import numpy as np
 
 from pymf.engine.checks import check_callback, check_count, check_flag
 from pymf.engine.interrupt import DeferredInterrupt, ForcedInterrupt
 from pymf.engine.moments import RunningMoments
-from pymf.engine.storage import DrawStore, check_key, npz_path, open_checkpoint, save_npz
+from pymf.engine.storage import (DrawStore, check_checkpoint, check_key, check_writable, npz_path,
+                                 open_checkpoint, save_npz)
 from pymf.errors import DivergenceError, user_stacklevel
 
 CHUNK_SECONDS = 0.2  # how long one C call may run: bounds the delay of Ctrl-C and progress
@@ -213,7 +215,8 @@ class _Run:
             check_key(ck, path, fingerprint)
             try:
                 self._restore_from(ck)
-            except (KeyError, IndexError, TypeError, ValueError) as exc:
+            except (KeyError, IndexError, TypeError, ValueError, OSError, EOFError,
+                    zipfile.BadZipFile) as exc:
                 # the fingerprint matched, so the file was written by this run and then
                 # damaged or edited: a missing array or one of the wrong shape surfaced
                 # as a bare KeyError or IndexError from whichever kernel read it
@@ -271,6 +274,13 @@ def run(kernel, plan, *, seed, step_size=None, keep_draws=True, sample_dir=None,
         checkpoint = npz_path(checkpoint, "checkpoint")
         fingerprint = checkpoint_key(fingerprint, plan, seed, keep_draws, sample_dir)
     resuming = checkpoint is not None and os.path.exists(checkpoint)
+    if resuming:
+        # before any file is opened for the draws: a checkpoint of another run is refused
+        # as such (not as "streamed samples missing", where only sample_dir= was added)
+        check_checkpoint(checkpoint, fingerprint)
+    elif checkpoint is not None and write_files:
+        # a tenth of the run in, an unwritable checkpoint ended it, every draw lost
+        check_writable(os.path.dirname(os.path.abspath(checkpoint)), "checkpoint")
     state = _Run(kernel, plan, seed, keep_draws, sample_dir, moments or {}, test_values, resuming,
                  write_files)
     if resuming:
@@ -290,6 +300,18 @@ def run(kernel, plan, *, seed, step_size=None, keep_draws=True, sample_dir=None,
         if getattr(exc, "state", None) is None:
             exc.state = kernel.last_finite_state() if hasattr(kernel, "last_finite_state") else None
         return exc
+
+    def save_checkpoint():
+        # a write that fails (a full disk, a folder removed or gone read-only) used to end
+        # the run and lose every draw in memory: the run goes on, the file keeps the last
+        # checkpoint written whole
+        try:
+            state.save(checkpoint, fingerprint)
+        except OSError as exc:
+            warnings.warn(f"the checkpoint {checkpoint!r} could not be written at "
+                          f"{kernel.unit} {state.t} ({type(exc).__name__}: {exc}); the run goes "
+                          "on, and the file holds the last checkpoint written",
+                          RuntimeWarning, stacklevel=user_stacklevel())
 
     bar = None
     if write_files and progress_enabled(progress):
@@ -389,7 +411,7 @@ def run(kernel, plan, *, seed, step_size=None, keep_draws=True, sample_dir=None,
                         stop = callback(info) is True
                     stop = kernel.agree_stop(stop)
                 if checkpoint is not None and (t % plan.checkpoint_every == 0 or finished or stop):
-                    state.save(checkpoint, fingerprint)
+                    save_checkpoint()
                 if stop:
                     break
     except ForcedInterrupt:
@@ -401,7 +423,7 @@ def run(kernel, plan, *, seed, step_size=None, keep_draws=True, sample_dir=None,
                           f"{state.n_kept} draws kept so far", RuntimeWarning,
                           stacklevel=user_stacklevel())
         if checkpoint is not None:
-            state.save(checkpoint, fingerprint)
+            save_checkpoint()
     finally:
         if bar is not None:
             bar.close()

@@ -14,7 +14,8 @@ import zipfile
 import numpy as np
 
 from pymf.engine import registry
-from pymf.engine.storage import npz_path, png_path, save_directory, save_npz
+from pymf.engine.storage import (npz_path, png_path, remember_mapped_file, save_directory,
+                                 save_npz)
 
 FORMAT = 2  # format 1: the files of pymf 0.1 before the engine (read by legacy loaders)
 
@@ -246,6 +247,12 @@ def _load(path, mmap):
         # the arrays save() wrote (saves before it listed them: every .npy file there); a
         # file of an earlier result saved into the same directory is not this result's
         listed = meta.get("arrays")
+        missing = [name + ".npy" for name in listed or ()
+                   if not os.path.isfile(os.path.join(path, name + ".npy"))]
+        if missing:
+            # it loaded, and failed later (a trace of None, an AttributeError in predict)
+            raise ValueError(f"{', '.join(missing)}, listed in its meta.json, "
+                             f"{'is' if len(missing) == 1 else 'are'} missing")
 
         def get(name):
             if name == "__files__":
@@ -254,7 +261,9 @@ def _load(path, mmap):
             file = os.path.join(path, name + ".npy")
             if (listed is not None and name not in listed) or not os.path.exists(file):
                 return None
-            return np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
+            if not mmap:
+                return np.load(file, allow_pickle=False)
+            return remember_mapped_file(np.load(file, mmap_mode="r", allow_pickle=False))
     else:
         archive = np.load(path, allow_pickle=False)
         if not hasattr(archive, "files"):
