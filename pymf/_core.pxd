@@ -20,6 +20,7 @@ cdef extern from "pymf/common.h" nogil:
 
     void pymf_error_clear(pymf_error *err)
     int pymf_default_threads()
+    void pymf_set_default_threads(int n_threads)
     int pymf_openmp_enabled()
     const char *pymf_gsl_version()
 

@@ -41,6 +41,15 @@ int pymf_default_threads(void)
 #endif
 }
 
+void pymf_set_default_threads(int n_threads)
+{
+#ifdef _OPENMP
+    omp_set_num_threads(n_threads > 0 ? n_threads : 1);
+#else
+    (void)n_threads;
+#endif
+}
+
 int pymf_openmp_enabled(void)
 {
 #ifdef _OPENMP

@@ -12,5 +12,7 @@
     steps.py      step-size schedules
     checks.py     input checks that name what they refuse
     interrupt.py  Ctrl-C that waits for a consistent point
+    blas.py       one BLAS thread while any run goes on
+    forks.py      one OpenMP thread in a process forked after a pymf run (libgomp hangs)
     diagnostics.py  R-hat / ESS by arviz-stats, ArviZ DataTree
 """

@@ -18,6 +18,7 @@ import functools
 import inspect
 import importlib
 
+from pymf.engine import forks
 from pymf.engine.blas import one_blas_thread
 
 _FAMILIES = []  # the families' packages, in the order the listings follow
@@ -194,7 +195,10 @@ def _with_one_blas_thread(fn):
     """fn running with BLAS held to one thread (pymf.engine.blas: OpenBLAS's spinning
     workers otherwise slow the C core's OpenMP threads)."""
     @functools.wraps(fn)
-    def run(*args, **kwargs):
+    def run(model, data, sampler, *args, **kwargs):
+        # in a process forked after a pymf run, one OpenMP thread (pymf.engine.forks)
+        sampler = forks.one_thread_here(sampler)
+        forks.note_run()
         with one_blas_thread():
-            return fn(*args, **kwargs)
+            return fn(model, data, sampler, *args, **kwargs)
     return run

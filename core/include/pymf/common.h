@@ -57,6 +57,9 @@ pymf_status pymf_fail(pymf_error *err, pymf_status status, const char *fmt, ...)
 void pymf_error_clear(pymf_error *err);
 /* Number of OpenMP threads a parallel region will use when n_threads <= 0 is passed. */
 int pymf_default_threads(void);
+/* Sets that number for the calling thread (OpenMP's nthreads-var): a process forked after
+ * its parent ran OpenMP threads sets 1, since libgomp cannot start a thread team there. */
+void pymf_set_default_threads(int n_threads);
 /* GSL aborts the process on error by default; the core turns that off once per process
  * through this call, made from every create function (idempotent, thread-safe enough:
  * it only ever stores the same pointer). */
