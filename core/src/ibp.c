@@ -26,7 +26,7 @@ typedef struct {
     double *Z, *Y, *m, *M, *S, *Abar;
     double logdet;
     double *Mz, *mu, *w;  /* scratch: cap, D, D */
-    int *single;          /* scratch: cap */
+    int *order;           /* scratch: cap (a row's order of visiting the features) */
     int base, limit;      /* the chain's features outside the block (as far as they are
                              known) and the most the block may hold: a row whose new
                              features would take K above limit stops (ROW_FULL) */
@@ -223,7 +223,7 @@ pymf_status pymf_ibp_collapsed_loglik(const double *Z, const double *Y, int64_t 
 static void block_free(block *b)
 {
     free(b->Z); free(b->Y); free(b->m); free(b->M); free(b->S); free(b->Abar);
-    free(b->Mz); free(b->mu); free(b->w); free(b->single);
+    free(b->Mz); free(b->mu); free(b->w); free(b->order);
     memset(b, 0, sizeof *b);
 }
 
@@ -243,8 +243,8 @@ static int block_init(block *b, int64_t n, int D, int cap)
     b->Mz = calloc((size_t)cap, sizeof(double));
     b->mu = calloc((size_t)D, sizeof(double));
     b->w = calloc((size_t)D, sizeof(double));
-    b->single = calloc((size_t)cap, sizeof(int));
-    return b->Z && b->Y && b->m && b->M && b->S && b->Abar && b->Mz && b->mu && b->w && b->single;
+    b->order = calloc((size_t)cap, sizeof(int));
+    return b->Z && b->Y && b->m && b->M && b->S && b->Abar && b->Mz && b->mu && b->w && b->order;
 }
 
 /* Room for `need` features (the strides change; contents are kept). */
@@ -261,9 +261,9 @@ static int block_reserve(block *b, int need)
     double *S = calloc((size_t)cap * b->D, sizeof(double));
     double *Abar = calloc((size_t)cap * b->D, sizeof(double));
     double *Mz = calloc((size_t)cap, sizeof(double));
-    int *single = calloc((size_t)cap, sizeof(int));
-    if (!(Z && M && m && S && Abar && Mz && single)) {
-        free(Z); free(M); free(m); free(S); free(Abar); free(Mz); free(single);
+    int *order = calloc((size_t)cap, sizeof(int));
+    if (!(Z && M && m && S && Abar && Mz && order)) {
+        free(Z); free(M); free(m); free(S); free(Abar); free(Mz); free(order);
         return 0;
     }
     for (int64_t i = 0; i < b->n; ++i)
@@ -273,8 +273,8 @@ static int block_reserve(block *b, int need)
     memcpy(m, b->m, sizeof(double) * (size_t)b->K);
     memcpy(S, b->S, sizeof(double) * (size_t)b->K * b->D);
     memcpy(Abar, b->Abar, sizeof(double) * (size_t)b->K * b->D);
-    free(b->Z); free(b->M); free(b->m); free(b->S); free(b->Abar); free(b->Mz); free(b->single);
-    b->Z = Z; b->M = M; b->m = m; b->S = S; b->Abar = Abar; b->Mz = Mz; b->single = single;
+    free(b->Z); free(b->M); free(b->m); free(b->S); free(b->Abar); free(b->Mz); free(b->order);
+    b->Z = Z; b->M = M; b->m = m; b->S = S; b->Abar = Abar; b->Mz = Mz; b->order = order;
     b->cap = cap;
     return 1;
 }
@@ -475,7 +475,19 @@ static int block_gibbs_row(block *b, int64_t i, const double *y, double N, doubl
     double *mu_flip = b->w;
     /* the current state's density changes only when a flip is taken: then it is l_flip */
     double l_cur = gauss_logpdf_iso(y, mu, D, sx2 * (1.0 + v) + k_old * sa2);
-    for (int k = 0; k < K; ++k) {
+    /* The features in a uniformly random order, drawn for each row. Each flip leaves the
+     * posterior over labelled Z invariant, but the singleton move below appends a row's new
+     * features last, so the labels' order is not exchangeable given the class; a sweep in
+     * label order then depends on it, and the chain left the posterior: about +1 % on
+     * E[K+] of a 3 x 2 matrix against exact enumeration (z = +9.8 over 240,000 sweeps),
+     * none in a random order (tests/test_ibp.py). The flips' updates do not depend on it. */
+    int *order = b->order;
+    for (int k = 0; k < K; ++k)
+        order[k] = k;
+    if (K > 1)  /* gsl_ran_shuffle reads past an empty array */
+        gsl_ran_shuffle(rng, order, (size_t)K, sizeof(int));
+    for (int j = 0; j < K; ++j) {
+        const int k = order[j];
         const double mk = b->m[k];
         const int on = z[k] != 0.0;
         const double sgn = on ? -1.0 : 1.0;

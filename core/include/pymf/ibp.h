@@ -29,7 +29,10 @@
  * Ghahramani (2007): they are not Gibbs-sampled; a Metropolis-Hastings step proposes to
  * replace the row's k_old singletons by k_new ~ Poisson(alpha / N) fresh ones and accepts
  * with the ratio of the predictive densities (the prior and the proposal cancel). A fresh
- * feature adds sigma_A^2 to the predictive variance and nothing to its mean.
+ * feature adds sigma_A^2 to the predictive variance and nothing to its mean. A row visits
+ * its features in a random order drawn for it: the singleton step appends new features
+ * last, so a sweep in label order depends on that order and biased the chain (+1 % on
+ * E[K+] against exact enumeration).
  *
  * Collapsed Gibbs: one process holding every row; all features live in the collapsed block.
  * One iteration = one sweep over the rows, then A | Z, Y, sigma_X^2 | A, sigma_A^2 | A,
