@@ -1,6 +1,9 @@
 """Shared helpers of the benchmark scripts: run a sampler with the paper's step size and a
-stable fallback, medians, JSON + table output and log-time plots."""
+stable fallback, medians, JSON + table output and log-time plots, and the --help layout."""
+import argparse
+import copy
 import json
+import math
 import os
 import statistics
 import sys
@@ -15,12 +18,38 @@ MOVIELENS_100K = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", 
                               "data", "ml-100k.data")
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """--help of every script: the whole module docstring with its own line breaks (it is laid
+    out by hand: lists, indented commands), and each option's default after its help."""
+
+    @staticmethod
+    def _says_nothing(action):
+        # None ("not given": the help says what happens then) and a flag's False
+        return action.default is None or action.default is False
+
+    def _get_help_string(self, action):
+        # a help that already gives its default, "(default ...", keeps its own words
+        if self._says_nothing(action) or "(default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+    def _format_action(self, action):
+        # argparse shows a default only beside a help text: an option without one shows it alone
+        if action.help is None and action.option_strings and not self._says_nothing(action) \
+                and action.default is not argparse.SUPPRESS:
+            action = copy.copy(action)
+            action.help = "default: %(default)s"
+        return super()._format_action(action)
+
+
 def add_movielens_options(parser, dev=False):
     """--data and --split-seed (and, dev=True, --dev-seed) of movielens_split."""
-    parser.add_argument("--data", default=MOVIELENS_100K)
-    parser.add_argument("--split-seed", type=int, default=0)
+    parser.add_argument("--data", default=MOVIELENS_100K, help="MovieLens-100K's ratings file")
+    parser.add_argument("--split-seed", type=int, default=0,
+                        help="seed of the 80/20 train/test split")
     if dev:
-        parser.add_argument("--dev-seed", type=int, default=1)
+        parser.add_argument("--dev-seed", type=int, default=1,
+                            help="seed of the 90/10 split of the training part (development)")
 
 
 def movielens_split(args, dev=False):
@@ -120,12 +149,58 @@ def median_time(fn, repeats):
     return statistics.median(times), times
 
 
-def emit(document, path=None):
-    text = json.dumps(document, indent=2)
-    print(text)
-    if path:
-        with open(path, "w") as fh:
-            fh.write(text)
+def median_time_to_level(times):
+    """(median, runs reaching) of the runs' times to reach a level, where a run that never
+    reaches it (None or inf) counts as +inf: the median is finite when at least half the runs
+    reach the level. With an even number of runs of which exactly half reach it, the middle
+    pair is (t, inf): the lower of the two, t, is given (the slowest run that reaches it),
+    rather than their mean, inf."""
+    times = [math.inf if t is None else float(t) for t in times]
+    if not times:
+        return math.inf, 0
+    median = statistics.median(times)
+    if not math.isfinite(median):
+        median = statistics.median_low(times)
+    return median, sum(math.isfinite(t) for t in times)
+
+
+def ensure_parent(path):
+    """Create the folder that will hold the file at path (an output option may name a folder
+    that does not exist yet: better than failing after the whole run); returns path."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    return path
+
+
+def finite_or_none(value):
+    """value with every non-finite float (inf, nan) in it, at any depth, replaced by None:
+    JSON has no Infinity or NaN (strict parsers, JavaScript's among them, reject the file),
+    and null reads as "not reached" / "not measured"."""
+    if isinstance(value, float):  # NumPy's float64 included (a subclass)
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_or_none(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_none(item) for item in value]
+    return value
+
+
+def json_text(document, indent=2):
+    """Standard JSON of document (non-finite floats as null; allow_nan=False fails on any
+    left rather than writing Infinity or NaN)."""
+    return json.dumps(finite_or_none(document), indent=indent, allow_nan=False)
+
+
+def write_json(path, document, indent=2):
+    """Write json_text(document) to path (its folder created); returns the text."""
+    text = json_text(document, indent)
+    with open(ensure_parent(path), "w") as fh:
+        fh.write(text)
+    return text
+
+
+def emit(document, path=None, indent=2):
+    """Print document as JSON, and write it to path when one is given."""
+    print(write_json(path, document, indent) if path else json_text(document, indent))
 
 
 def table(rows, columns):
@@ -161,8 +236,7 @@ def plot_traces(panels, path, title, ylabel="log-likelihood"):
         ax.legend()
     fig.suptitle(title)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=100)
+    fig.savefig(ensure_parent(path), dpi=100)
     plt.close(fig)
     return path
 

@@ -8,21 +8,26 @@ ring of this size, whatever its communication costs. Prints one line of JSON.
 """
 import argparse
 import json
+import os
+import sys
 import time
 
 import numpy as np
 from mpi4py import MPI
 
-import pymf
-from pymf.nmf import _blocks, _sgld
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import HelpFormatter  # noqa: E402
+
+import pymf  # noqa: E402
+from pymf.nmf import _blocks, _sgld  # noqa: E402
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--data", required=True)
-    parser.add_argument("--rank", type=int, default=50)
-    parser.add_argument("--iterations", type=int, default=400)
-    parser.add_argument("--step-size", type=float, default=2e-5)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--data", required=True, help="MovieLens-100K's ratings file")
+    parser.add_argument("--rank", type=int, default=50, help="K")
+    parser.add_argument("--iterations", type=int, default=400, help="timed iterations")
+    parser.add_argument("--step-size", type=float, default=2e-5, help="PSGLD's constant step")
     args = parser.parse_args()
     comm = MPI.COMM_WORLD
     ratings = pymf.datasets.load_movielens(args.data)

@@ -19,19 +19,24 @@ exponential priors) with the same samplers; its scale sigma' = v'^(1/2) is compa
 truth's sigma = v^(1/alpha) by the RMSE of log(sigma_hat / sigma) (and the alpha-stable fits'
 on the same footing).
 
-Prints JSON and a table, writes results/alphamf_synthetic.{json,png}. The median over
---repeats seeds of each setting; threads as given (--threads).
+Prints JSON (the best settings) and a table, writes OUT/NAME.json (every setting) and
+OUT/NAME.png, OUT being --out (results/) and NAME alphamf_synthetic, with _rN added for
+--repeats N > 1 and _untamed for --untamed (alphamf_synthetic_r3_untamed.json). The median
+over --repeats seeds of each setting; threads as given (--threads).
 """
 import argparse
-import json
 import os
 import statistics
+import sys
 import time
 
 import numpy as np
 
-import pymf
-from pymf.alphamf import make_alpha_stable
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import HelpFormatter, json_text, write_json  # noqa: E402
+
+import pymf  # noqa: E402
+from pymf.alphamf import make_alpha_stable  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -80,7 +85,7 @@ def median_of(runs, key):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--size", type=int, default=256)
     p.add_argument("--rank", type=int, default=10)
     p.add_argument("--alpha", type=float, default=1.2)
@@ -129,9 +134,8 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     name = "alphamf_synthetic" + ("" if args.repeats == 1 else f"_r{args.repeats}") + \
         ("_untamed" if args.untamed else "")
-    with open(os.path.join(args.out, name + ".json"), "w") as f:
-        json.dump(results, f, indent=1)
-    print(json.dumps({"best": results["best"], "settings": results["settings"]}, indent=1))
+    write_json(os.path.join(args.out, name + ".json"), results, indent=1)
+    print(json_text({"best": results["best"], "settings": results["settings"]}, indent=1))
     print(f"\n{'model':>10} {'sampler':>7} {'step':>8} {'v log-RMSE':>11} {'sigma log-RMSE':>15} "
           f"{'wall s':>7}")
     for row in results["best"]:

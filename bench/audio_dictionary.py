@@ -63,13 +63,16 @@ note scores 0.98; mass outside the note's harmonics comes from other notes that 
 same time and from the posterior mean's positive floor). Prints the JSON, then a table.
 """
 import argparse
-import json
 import os
+import sys
 import time
 
 import numpy as np
 
-import pymf
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import HelpFormatter, emit  # noqa: E402
+
+import pymf  # noqa: E402
 
 RATE = 16_000
 NOTES = {"G3": 196.00, "A3": 220.00, "B3": 246.94, "C4": 261.63, "D4": 293.66,
@@ -228,10 +231,10 @@ def plot(path, V, freqs, panels):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--wav", default=None, help="a WAV file (default: the synthesised excerpt)")
-    parser.add_argument("--out", default="results/audio")
+    parser.add_argument("--out", default="results/audio",
+                        help="folder of audio_dictionary.json and dictionaries.png")
     parser.add_argument("--psgld-a", type=float, default=5e-4, help="PSGLD eps_t = (a/t)^0.51")
     parser.add_argument("--ld-step", type=float, default=2e-4, help="LD's constant step")
     parser.add_argument("--seed", type=int, default=0, help="the chains' seed (pymf.sample)")
@@ -285,9 +288,7 @@ def main():
                           "atoms": atoms}
         panels.append((f"{name.upper()} posterior-mean dictionary, {seconds:.1f} s", W, atoms))
     document["plot"] = plot(os.path.join(args.out, "dictionaries.png"), V, freqs, panels)
-    with open(os.path.join(args.out, "audio_dictionary.json"), "w") as fh:
-        json.dump(document, fh, indent=2)
-    print(json.dumps(document, indent=2))
+    emit(document, os.path.join(args.out, "audio_dictionary.json"))
 
     print(f"\n{'method':>6} {'step':>28} {'wall s':>7} {'loglik':>10}  "
           "atom peaks (Hz, interpolated)")

@@ -23,7 +23,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import emit, table  # noqa: E402
+from _common import HelpFormatter, emit, table  # noqa: E402
 
 import pymf  # noqa: E402
 
@@ -111,7 +111,7 @@ def one_beta(beta, args):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--size", type=int, default=1024)
     p.add_argument("--betas", default="1", help="comma-separated betas (the paper's grid: "
                                                 "0,0.5,1,2)")

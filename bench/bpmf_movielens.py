@@ -8,7 +8,12 @@ repeat (seed 0, 1, ...), every method runs for --budget seconds of wall time (Gi
 fixed --gibbs-sweeps sweeps, the baseline of the "10x sooner" target), tracking the test
 RMSE of its running average prediction (samplers) or of its current state (optimisers)
 against wall time. Reported: the median over repeats of the final RMSE, of the time to
-reach RMSE 0.890, and of the time to reach the RMSE that Gibbs has after its sweeps.
+reach RMSE 0.890, and of the time to reach the RMSE that Gibbs has after its sweeps (the
+median of Gibbs' final RMSEs). A run that never reaches a level counts as +inf in the median
+of its time, so a time is given when at least half the runs reach the level (exactly half of
+an even number: the slowest of those that do); the table and JSON say how many runs of
+--repeats reached it. A sampler run whose --budget ends inside its 200-round burn-in keeps
+no draw: it has no RMSE, reaches no level and is counted as stopped in the burn-in.
 
 Settings (documented, shared by all methods): tau = --tau (1.5: the paper's 2.0 over-fits
 here, see the README), alpha0 = beta0 = 1, biases on, initial precisions 2; DSGLD/SGLD
@@ -37,13 +42,14 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import emit, plot_traces, table  # noqa: E402
+from _common import HelpFormatter, emit, median_time_to_level, plot_traces, table  # noqa: E402
 
 import pymf  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_DATA = os.path.join(HERE, "..", "..", "shared", "data", "ml-100k.data")
 TARGET_RMSE = 0.890
+SAMPLER_BURNIN = 200  # rounds of DSGLD and SGLD before their running average starts
 
 
 def methods(threads):
@@ -67,6 +73,8 @@ def methods(threads):
 
 
 def first_time_below(times, rmse, level):
+    if level is None:
+        return math.inf
     below = np.flatnonzero(np.asarray(rmse) <= level)
     return float(times[below[0]]) if below.size else math.inf
 
@@ -83,8 +91,14 @@ def run_one(kind, make, model, train, test, seed, budget, gibbs_sweeps, map_prec
         res = pymf.sample(model, train, make(), n_samples=gibbs_sweeps, burnin=0, seed=seed,
                           test=test, keep_samples=False, trace_every=5)
     else:
-        res = pymf.sample(model, train, make(), n_samples=10 ** 7, burnin=200, thin=5, seed=seed,
-                          test=test, keep_samples=False, trace_every=10, callback=stop)
+        res = pymf.sample(model, train, make(), n_samples=10 ** 7, burnin=SAMPLER_BURNIN, thin=5,
+                          seed=seed, test=test, keep_samples=False, trace_every=10, callback=stop)
+        if res.test_count == 0:  # the budget ended in the burn-in: no kept draw, no RMSE
+            return {"times": np.zeros(0), "rmse": np.zeros(0), "final_rmse": None,
+                    "seconds": float(res.trace["time"][-1]),
+                    "wall_seconds": time.perf_counter() - started, "units": int(res.iterations),
+                    "failure": f"stopped in the {SAMPLER_BURNIN}-round burn-in at round "
+                               f"{int(res.iterations)} (raise --budget)"}
     wall = time.perf_counter() - started
     times = np.asarray(res.trace["time"], dtype=float)
     rmse = np.asarray(res.trace["test_rmse"], dtype=float)
@@ -142,23 +156,38 @@ def mpi_round_cost(args, D, threads):
             "full_U_V_bytes_per_chain": int(8 * (L + M) * (D + 1))}
 
 
+def median_or_none(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--data", default=DEFAULT_DATA)
-    p.add_argument("--split-seed", type=int, default=0)
-    p.add_argument("--ranks", type=int, nargs="+", default=[10, 30])
-    p.add_argument("--budget", type=float, default=10.0, help="seconds per method and run")
-    p.add_argument("--gibbs-sweeps", type=int, default=600)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--tau", type=float, default=1.5)
+    method_names = list(methods(1))
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    p.add_argument("--data", default=DEFAULT_DATA, help="MovieLens-100K's ratings file")
+    p.add_argument("--split-seed", type=int, default=0, help="seed of the 80/20 split")
+    p.add_argument("--ranks", type=int, nargs="+", default=[10, 30], help="BPMF ranks D")
+    p.add_argument("--budget", type=float, default=10.0,
+                   help="seconds per method and run; the samplers' must cover their "
+                        f"{SAMPLER_BURNIN}-round burn-in for them to keep draws")
+    p.add_argument("--gibbs-sweeps", type=int, default=600, help="BPMF Gibbs' sweeps")
+    p.add_argument("--repeats", type=int, default=3, help="runs (seeds 0, 1, ...) per method")
+    p.add_argument("--tau", type=float, default=1.5, help="the fixed noise precision")
     p.add_argument("--map-precision", type=float, default=25.0,
                    help="fixed precisions of SGD/DSGD (their regularisation)")
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--methods", nargs="+", default=None, help="subset of the method names")
+    p.add_argument("--threads", type=int, default=None, help="threads (default: all cores)")
+    p.add_argument("--methods", nargs="+", default=None, metavar="NAME",
+                   help="subset of the method names, each quoted (they hold spaces): "
+                        + ", ".join(f'"{name}"' for name in method_names))
     p.add_argument("--mpi-ranks", type=int, default=5, help="0: skip the MPI round-cost test")
-    p.add_argument("--mpi-rounds", type=int, default=500)
-    p.add_argument("--out", default=os.path.join(HERE, "..", "results", "bpmf_movielens"))
+    p.add_argument("--mpi-rounds", type=int, default=500, help="rounds of the MPI round-cost test")
+    p.add_argument("--out", default=os.path.join(HERE, "..", "results", "bpmf_movielens"),
+                   help="folder of bpmf_movielens.json and .png")
     args = p.parse_args(argv)
+    unknown = [name for name in args.methods or [] if name not in method_names]
+    if unknown:
+        p.error(f"--methods: unknown {', '.join(map(repr, unknown))}; the names (quote each: "
+                "they hold spaces) are " + ", ".join(f'"{name}"' for name in method_names))
     if not os.path.exists(args.data):
         sys.exit(f"MovieLens-100K not found at {args.data} (pass --data)")
     threads = args.threads or os.cpu_count()
@@ -182,30 +211,41 @@ def main(argv=None):
                                   args.gibbs_sweeps, args.map_precision)
                           for seed in range(args.repeats)]
             print(f"D={D} {name}: final RMSE "
-                  f"{[round(r['final_rmse'], 4) for r in runs[name]]}", file=sys.stderr, flush=True)
+                  f"{[r.get('failure') or round(r['final_rmse'], 4) for r in runs[name]]}",
+                  file=sys.stderr, flush=True)
         gibbs_level = statistics.median(r["final_rmse"] for r in runs["BPMF Gibbs"]) \
             if "BPMF Gibbs" in runs else None
         gibbs_seconds = statistics.median(r["seconds"] for r in runs["BPMF Gibbs"]) \
             if "BPMF Gibbs" in runs else None
         panel = {}
         for name, rs in runs.items():
-            to_target = statistics.median(first_time_below(r["times"], r["rmse"], TARGET_RMSE) for r in rs)
-            to_gibbs = statistics.median(first_time_below(r["times"], r["rmse"], gibbs_level)
-                                         for r in rs) if gibbs_level is not None else None
-            at5 = statistics.median(float(r["rmse"][max(0, np.searchsorted(r["times"], 5.0, "right") - 1)])
-                                    for r in rs)
-            row = {"D": D, "method": name, "final_rmse": statistics.median(r["final_rmse"] for r in rs),
+            kept = [r for r in rs if "failure" not in r]
+            to_target, reached_target = median_time_to_level(
+                first_time_below(r["times"], r["rmse"], TARGET_RMSE) for r in rs)
+            to_gibbs, reached_gibbs = median_time_to_level(
+                first_time_below(r["times"], r["rmse"], gibbs_level) for r in rs)
+            at5 = median_or_none(
+                float(r["rmse"][max(0, np.searchsorted(r["times"], 5.0, "right") - 1)])
+                for r in kept)
+            row = {"D": D, "method": name,
+                   "final_rmse": median_or_none(r["final_rmse"] for r in rs),
                    "rmse_at_5s": at5,
                    "seconds": statistics.median(r["seconds"] for r in rs),
                    "units": statistics.median(r["units"] for r in rs),
-                   "seconds_to_0.890": to_target, "seconds_to_gibbs_rmse": to_gibbs,
+                   "seconds_to_0.890": to_target, "runs_reaching_0.890": reached_target,
+                   "seconds_to_gibbs_rmse": to_gibbs if gibbs_level is not None else None,
+                   "runs_reaching_gibbs_rmse": reached_gibbs if gibbs_level is not None else None,
+                   "runs": len(rs),
                    "speedup_vs_gibbs": (gibbs_seconds / to_gibbs) if to_gibbs and math.isfinite(to_gibbs)
                    and gibbs_seconds else None,
                    "all_final_rmse": [r["final_rmse"] for r in rs],
+                   "runs_stopped_in_burnin": len(rs) - len(kept),
                    "diagnostics_first_run": rs[0].get("diagnostics")}
-            table_rows.append(row)
-            document["results"].append({k: (None if isinstance(v, float) and math.isinf(v) else v)
-                                        for k, v in row.items()})
+            # the table's "k/n": how many of the n runs reached each level
+            table_rows.append({**row, "reached_0.890": f"{reached_target}/{len(rs)}",
+                               "reached_gibbs": (None if gibbs_level is None
+                                                 else f"{reached_gibbs}/{len(rs)}")})
+            document["results"].append(row)
             panel[name] = (rs[0]["times"], np.where(np.isnan(rs[0]["rmse"]), np.nan, rs[0]["rmse"]))
         document.setdefault("gibbs_reference", {})[str(D)] = {"rmse": gibbs_level,
                                                              "seconds": gibbs_seconds,
@@ -222,8 +262,15 @@ def main(argv=None):
                        ("final RMSE", "final_rmse", ".4f"), ("RMSE @5s", "rmse_at_5s", ".4f"),
                        ("seconds", "seconds", ".1f"), ("units", "units", ".0f"),
                        ("s to 0.890", "seconds_to_0.890", ".2f"),
+                       ("runs to 0.890", "reached_0.890", ""),
                        ("s to Gibbs", "seconds_to_gibbs_rmse", ".2f"),
+                       ("runs to Gibbs", "reached_gibbs", ""),
                        ("Gibbs/this", "speedup_vs_gibbs", ".2f")])
+    for row in table_rows:
+        if row["runs_stopped_in_burnin"]:
+            print(f"D={row['D']} {row['method']}: {row['runs_stopped_in_burnin']} of {row['runs']} "
+                  f"runs stopped in the {SAMPLER_BURNIN}-round burn-in (no kept draw): "
+                  "raise --budget")
     return 0
 
 

@@ -26,7 +26,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-from _common import emit, table  # noqa: E402
+from _common import HelpFormatter, emit, table  # noqa: E402
 from gaussian_mf_reference import (gaussian_mf_from_the_model, gibbs_gaussian_mf,  # noqa: E402
                                    predictive_coverage)
 from test_calibration import bpmf_from_the_model  # noqa: E402
@@ -135,7 +135,7 @@ def plot(rows, path):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--out", default=os.path.join(HERE, "..", "results", "coverage_exact"))
     p.add_argument("--only", choices=["bpmf", "nmf"], default=None,
                    help="run only BPMF's (DSGLD) or Gaussian MF's (LD, PSGLD) table")

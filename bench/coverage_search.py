@@ -29,11 +29,14 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import add_movielens_options, emit, movielens_split, table  # noqa: E402
+from _common import (HelpFormatter, add_movielens_options, emit, movielens_split,  # noqa: E402
+                     table)
 
 import pymf  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+DSGLD_BURNIN, DSGLD_THIN = 200, 5  # rounds, within --rounds
+MIN_ROUNDS = DSGLD_BURNIN + DSGLD_THIN  # the burn-in and one kept draw
 
 
 def measure(name, model, sampler, train, val, **run):
@@ -49,16 +52,23 @@ def measure(name, model, sampler, train, val, **run):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     add_movielens_options(p, dev=True)
-    p.add_argument("--rounds", type=int, default=1500)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=1500,
+                   help=f"rounds of each DSGLD setting, its {DSGLD_BURNIN}-round burn-in "
+                        f"included (at least {MIN_ROUNDS})")
+    p.add_argument("--threads", type=int, default=2, help="threads of every sampler")
     p.add_argument("--dsgld-only", action="store_true", help="skip the Gibbs settings")
-    p.add_argument("--out", default=os.path.join(HERE, "..", "results", "coverage_search"))
+    p.add_argument("--out", default=os.path.join(HERE, "..", "results", "coverage_search"),
+                   help="folder of coverage_search.json")
     args = p.parse_args(argv)
+    if args.rounds < MIN_ROUNDS:
+        p.error(f"--rounds must be at least {MIN_ROUNDS}: DSGLD's {DSGLD_BURNIN}-round burn-in "
+                f"and one draw kept (every {DSGLD_THIN} rounds) after it, on which the settings "
+                "are compared")
     dev_train, dev_val = movielens_split(args, dev=True)
     rows = []
-    dsgld_run = dict(n_samples=args.rounds - 200, burnin=200, thin=5)
+    dsgld_run = dict(n_samples=args.rounds - DSGLD_BURNIN, burnin=DSGLD_BURNIN, thin=DSGLD_THIN)
     row, res = measure("DSGLD default (auto)", pymf.BPMF(10), pymf.DSGLD(n_threads=args.threads),
                        dev_train, dev_val, **dsgld_run)
     rows.append(row)

@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import emit, table  # noqa: E402
+from _common import HelpFormatter, emit, table  # noqa: E402
 
 import pymf  # noqa: E402
 from pymf.bpmf.kernel import ChainsKernel  # noqa: E402
@@ -77,7 +77,7 @@ def run_grid(shapes, data_seeds, chain_seeds, burnin, n_samples):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     p.add_argument("--small-seeds", type=int, default=3, help="data seeds of each small set")
     p.add_argument("--mid-seeds", type=int, default=2, help="data seeds of each mid-sized set")

@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import emit, plot_traces, table  # noqa: E402
+from _common import HelpFormatter, emit, plot_traces, table  # noqa: E402
 import ratings_10m  # noqa: E402
 
 import pymf  # noqa: E402
@@ -88,7 +88,7 @@ def auto_cost(model, train, test, args, threads, gibbs_seconds):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--ranks", type=int, nargs="+", default=[10, 30])
     p.add_argument("--ratings", type=int, default=ratings_10m.N_RATINGS)
     p.add_argument("--matrix", default="results/ratings_10m.npz")

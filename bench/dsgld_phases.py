@@ -24,7 +24,9 @@ per-row bookkeeping) and a per-factor part (a line through the two points: an es
 Per round at those settings: round + (train RMSE + test prediction) x chains / 20 + draw /
 10 (the engine's bookkeeping besides). Gibbs: BPMFGibbs sweeps timed the same way; both
 are also given per rating processed.
-Threads: --threads (default all cores). Prints JSON and a table; writes a PNG.
+Threads: --threads (default all cores). Prints JSON and a table; writes OUT.json and
+OUT.png. --ratings N runs on a smaller matrix of the same model (ratings_10m.py --ratings N,
+as bench/dsgld_large.py --ratings).
 """
 import argparse
 import json
@@ -36,7 +38,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ratings_10m  # noqa: E402
-from _common import median_time, table  # noqa: E402
+from _common import HelpFormatter, emit, ensure_parent, median_time, table  # noqa: E402
 
 import pymf  # noqa: E402
 from pymf.bpmf import _bpmf  # noqa: E402
@@ -167,22 +169,28 @@ def plot(rows, path):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--matrix", default="results/ratings_10m.npz")
-    p.add_argument("--ranks", type=int, nargs="+", default=[10, 30])
-    p.add_argument("--batch-size", type=int, default=10_000)
-    p.add_argument("--eps0", type=float, default=3e-6)
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--gibbs-repeats", type=int, default=2)
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--out", default="results/dsgld_phases")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    p.add_argument("--ratings", type=int, default=ratings_10m.N_RATINGS,
+                   help="ratings of the synthetic matrix (bench/ratings_10m.py --ratings)")
+    p.add_argument("--matrix", default="results/ratings_10m.npz",
+                   help="the matrix's cache (bench/ratings_10m.py; generated if absent)")
+    p.add_argument("--ranks", type=int, nargs="+", default=[10, 30],
+                   help="BPMF ranks D (two or more: the split of the steps' cost by D)")
+    p.add_argument("--batch-size", type=int, default=10_000, help="DSGLD's minibatch, in ratings")
+    p.add_argument("--eps0", type=float, default=3e-6,
+                   help="DSGLD's step: AnnealedStep(eps0, kappa=1000)")
+    p.add_argument("--repeats", type=int, default=5, help="timings per phase (median)")
+    p.add_argument("--gibbs-repeats", type=int, default=2, help="timed Gibbs sweeps (median)")
+    p.add_argument("--threads", type=int, default=None, help="threads (default: all cores)")
+    p.add_argument("--out", default="results/dsgld_phases",
+                   help="path stem of the output: OUT.json and OUT.png")
     p.add_argument("--replot", default=None, help="only redraw the PNG of a saved JSON")
     args = p.parse_args(argv)
     if args.replot:
         with open(args.replot) as fh:
-            return print(plot(json.load(fh)["rows"], args.out + ".png"))
+            return print(plot(json.load(fh)["rows"], ensure_parent(args.out + ".png")))
     threads = args.threads or os.cpu_count()
-    ratings = ratings_10m.load(args.matrix)
+    ratings = ratings_10m.load(args.matrix, args.ratings)
     train, test = ratings.split(0.1, seed=0)
     del ratings
     rows = []
@@ -203,11 +211,8 @@ def main(argv=None):
             r["steps_not_growing_with_D_share"] = fixed / r["block_steps_no_noise"]
     document = {"benchmark": "dsgld_phases", "threads": threads, "cores": os.cpu_count(),
                 "batch_size": args.batch_size, "train": train.nnz, "test": test.nnz, "rows": rows}
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)) or ".", exist_ok=True)
-    document["plot"] = plot(rows, args.out + ".png")
-    with open(args.out + ".json", "w") as fh:
-        json.dump(document, fh, indent=2)
-    print(json.dumps(document, indent=2))
+    document["plot"] = plot(rows, ensure_parent(args.out + ".png"))
+    emit(document, args.out + ".json")
     table(rows, [("D", "D", "d"), ("round s", "round", ".4f"),
                  ("per round s", "total_per_round", ".4f"),
                  ("batch+grad+move", "minibatch_gradient_moves_per_round", ".4f"),

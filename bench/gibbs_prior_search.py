@@ -31,7 +31,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import add_movielens_options, emit, movielens_split, table  # noqa: E402
+from _common import (HelpFormatter, add_movielens_options, emit, movielens_split,  # noqa: E402
+                     table)
 
 import pymf  # noqa: E402
 
@@ -82,16 +83,19 @@ def plot(rows, path):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     add_movielens_options(p, dev=True)
-    p.add_argument("--w0", type=float, nargs="+", default=[0.3, 1.0, 3.0, 10.0])
+    p.add_argument("--w0", type=float, nargs="+", default=[0.3, 1.0, 3.0, 10.0],
+                   help="the scales w0 of W0 = w0 I to try")
     p.add_argument("--nu0-factors", type=float, nargs="+", default=[1.0, 3.0],
                    help="nu0 = factor x rank; the selection is among factor 1 (nu0 = D)")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    p.add_argument("--sweeps", type=int, default=600)
-    p.add_argument("--burnin", type=int, default=100)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--out", default=os.path.join(HERE, "..", "results", "gibbs_prior_search"))
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1],
+                   help="one run per seed and setting (means over them)")
+    p.add_argument("--sweeps", type=int, default=600, help="Gibbs sweeps per run, burn-in included")
+    p.add_argument("--burnin", type=int, default=100, help="sweeps discarded as burn-in")
+    p.add_argument("--threads", type=int, default=2, help="threads of the sampler")
+    p.add_argument("--out", default=os.path.join(HERE, "..", "results", "gibbs_prior_search"),
+                   help="folder of gibbs_prior_search.json and .png")
     args = p.parse_args(argv)
     dev_train, dev_val = movielens_split(args, dev=True)
     rows = [measure(w0, factor, args.seeds, args.sweeps, args.burnin, args.threads, dev_train,
@@ -115,7 +119,11 @@ def main(argv=None):
     table(rows, [("w0", "w0", "g"), ("nu0", "nu0", ""), ("val RMSE", "rmse", ".4f"),
                  ("coverage 90%", "coverage_90", ".3f"), ("tau", "tau", ".3f"),
                  ("seconds", "seconds", ".1f")])
-    print(f"chosen: w0 = {None if chosen is None else chosen['w0']} (nu0 = D)")
+    if chosen is None:
+        print(f"chosen: none: no candidate (nu0 = D) has a mean 90 % coverage in "
+              f"{COVERAGE_BAND[0]}-{COVERAGE_BAND[1]}")
+    else:
+        print(f"chosen: w0 = {chosen['w0']} (nu0 = D)")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ theta_t / sum eps_t over the kept samples) and its error. For each D the posteri
 precision's spectrum is reported: its condition number, quantiles, and the number of
 "stiff" directions (eigenvalues above a tenth of the largest). D = 2 (--dims 2 ...) also
 writes a scatter of HAMCMC's and SGLD's samples over the exact posterior's contours
-(results/hamcmc_linear_d2.png, the paper's Fig. 1).
+(beside --plot with _d2 added: results/hamcmc_linear_d2.png by default, the paper's Fig. 1).
 
 Prints JSON and a table (final error, seconds, microseconds per iteration, time per
 iteration relative to SGLD measured in the same run); writes a PNG of error against time.
@@ -48,7 +48,6 @@ their median reported (tuning and reporting on the same seeds would favour the l
 grid). Writes results/hamcmc_linear_sweep.png (error against k and against M).
 """
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -293,8 +292,7 @@ def ratios(point):
 def save_partial(document, path):
     """The sweeps' JSON so far (a long run on a shared machine may be cut short)."""
     if path:
-        with open(path + ".partial", "w") as fh:
-            json.dump(document, fh, indent=1)
+        _common.write_json(path + ".partial", document, indent=1)
 
 
 def run_sweeps(args):
@@ -409,8 +407,7 @@ def plot_sweeps(document, path):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=_common.HelpFormatter)
     parser.add_argument("--sweep", nargs="*", choices=["stiff", "memory"], default=None,
                         help="run these sweeps (equal wall time) instead of --dims")
     parser.add_argument("--budget", type=float, default=0.2,
@@ -428,7 +425,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", default=None, help="also write the JSON here")
     parser.add_argument("--plot", default=None,
-                        help="default results/hamcmc_linear.png (sweeps: _sweep.png)")
+                        help="default results/hamcmc_linear.png (sweeps: _sweep.png); D = 2 "
+                             "also writes its scatter beside it, the name ending in _d2.png")
     args = parser.parse_args()
     if args.wide_grid:
         global FIRST_STEPS, GAMMAS
@@ -451,8 +449,9 @@ def main():
         curvature = float(precision_eigen.max())
         batch = max(1, args.n_data // 100)
         if D == 2:
+            stem, extension = os.path.splitext(args.plot)
             document["d2_scatter"] = scatter_d2(model, (A, x), curvature,
-                                                "results/hamcmc_linear_d2.png", args.iterations)
+                                                f"{stem}_d2{extension or '.png'}", args.iterations)
         settings = {}
         for method, label, make in candidates(curvature):
             runs = [run(model, (A, x), make, batch, args.iterations, seed, exact_mean)

@@ -33,7 +33,6 @@ over the seeds (OUT/ibp_cambridge.json "by_method"): the split-merge comparison.
         --split-merge 0 5 --seeds 0 1 2
 """
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -43,8 +42,11 @@ import time
 
 import numpy as np
 
-import pymf
-from pymf.engine import calibration
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import HelpFormatter, json_text, write_json  # noqa: E402
+
+import pymf  # noqa: E402
+from pymf.engine import calibration  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -177,7 +179,7 @@ def table(rows, columns):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--n", type=int, default=1000)
     p.add_argument("--iterations", type=int, default=1000)
     p.add_argument("--repeats", type=int, default=3)
@@ -276,6 +278,8 @@ def main():
             (base_it * t_c["cpu_seconds_per_iteration"]))
     document = {"data": {"n": args.n, "d": 36, "sigma_x_true": 0.5, "held_out_cells": int(mask.sum())},
                 "iterations": args.iterations, "repeats": args.repeats, "cpu_count": os.cpu_count(),
+                # the hybrid's OpenMP threads (--threads; none given: every core)
+                "threads": args.threads or os.cpu_count(),
                 "targets": {"collapsed_seconds_per_sweep": 0.01,
                             "hybrid_P2_plateau_seconds": 1.0,
                             "hybrid_P2_ratio_to_collapsed": 0.3},
@@ -300,9 +304,8 @@ def main():
     fig.savefig(os.path.join(args.out, "ibp_cambridge_heldout.png"), dpi=100)
     if args.large:
         document["large"] = large_run(args)
-    with open(os.path.join(args.out, "ibp_cambridge.json"), "w") as fh:
-        json.dump(document, fh, indent=2)
-    print(json.dumps(document))
+    write_json(os.path.join(args.out, "ibp_cambridge.json"), document, indent=2)
+    print(json_text(document, indent=None))
     print(table(rows, ["method", "seconds_per_iteration", "cpu_seconds_per_iteration",
                        "iterations_to_1pct_predictive", "iterations_to_collapsed_predictive",
                        "ratio_to_collapsed_predictive_cpu", "time_to_1pct_heldout",

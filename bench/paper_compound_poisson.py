@@ -10,16 +10,16 @@ import os
 
 import pymf
 import pymf.cli
-from _common import emit, paper_methods, plot_traces, table
+from _common import HelpFormatter, emit, paper_methods, plot_traces, table
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", type=int, default=1024)
-    parser.add_argument("--rank", type=int, default=32)
-    parser.add_argument("--samples", type=int, default=10_000)
-    parser.add_argument("--out", default="results/paper_compound_poisson")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--size", type=int, default=1024, help="I = J (B = size / 32 parts)")
+    parser.add_argument("--rank", type=int, default=32, help="K, of the data and of the model")
+    parser.add_argument("--samples", type=int, default=10_000, help="T, iterations per sampler")
+    parser.add_argument("--out", default="results/paper_compound_poisson",
+                        help="folder of paper_compound_poisson.json and the PNG")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     V, _, _ = pymf.datasets.make_tweedie_nmf(args.size, args.size, args.rank, beta=0.5, phi=1.0, seed=0)

@@ -15,12 +15,11 @@ import argparse
 import os
 
 import pymf
-from _common import emit, paper_methods, plot_traces, table
+from _common import HelpFormatter, emit, paper_methods, plot_traces, table
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024])
     parser.add_argument("--rank", type=int, default=32)
     parser.add_argument("--samples", type=int, default=10_000)

@@ -16,18 +16,21 @@ Prints JSON and a table and writes a PNG (--plot). Without a usable GPU it says 
 measures the CPU only.
 """
 import argparse
-import json
 import os
+import sys
 import time
 
 import numpy as np
 
-import pymf
-import pymf.cli
-from pymf import gpu
-from pymf.nmf import _blocks
-from pymf.nmf.gpu import CudaPSGLDChain
-from pymf.nmf.kernel import make_chain
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import HelpFormatter, emit  # noqa: E402
+
+import pymf  # noqa: E402
+import pymf.cli  # noqa: E402
+from pymf import gpu  # noqa: E402
+from pymf.nmf import _blocks  # noqa: E402
+from pymf.nmf.gpu import CudaPSGLDChain  # noqa: E402
+from pymf.nmf.kernel import make_chain  # noqa: E402
 
 INFO = pymf.cli.info()
 THREADS = INFO["openmp_threads"]
@@ -70,8 +73,7 @@ def plot(rows, path, title):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--rank", type=int, default=32)
     parser.add_argument("--blocks", type=int, default=None,
@@ -146,11 +148,11 @@ def main():
             rows.append(row)
     plot_path = plot(rows, args.plot, f"PSGLD, Poisson-NMF {I}x{J}, K={K}, B={B} "
                      f"(CPU: OpenMP x{THREADS}; loader: {gpu.loader()})")
-    print(json.dumps({"benchmark": "psgld_gpu", "plot": plot_path, "I": I, "J": J, "K": K, "B": B, "T": T,
-                      "repeats": args.repeats, "check_every": args.check_every,
-                      "cpu_count": os.cpu_count(), "threads": THREADS,
-                      "loader": gpu.loader(), "kernels": gpu.kernel_origin() or INFO["cuda_kernels"],
-                      "results": rows}, indent=2))
+    emit({"benchmark": "psgld_gpu", "plot": plot_path, "I": I, "J": J, "K": K, "B": B, "T": T,
+          "repeats": args.repeats, "check_every": args.check_every,
+          "cpu_count": os.cpu_count(), "threads": THREADS,
+          "loader": gpu.loader(), "kernels": gpu.kernel_origin() or INFO["cuda_kernels"],
+          "results": rows})
     nan = float("nan")
     print(f"\n{'backend':>8} {'strategy':>10} {'dtype':>8} {'s/10K':>8} {'bound s/it':>11} "
           f"{'x bound':>8} {'x CPU':>7}")

@@ -43,7 +43,7 @@ import sys
 import numpy as np
 
 import pymf
-from _common import emit, plot_traces, table
+from _common import HelpFormatter, emit, plot_traces, table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_DATA = os.path.join(HERE, "..", "..", "shared", "data", "ml-100k.data")
@@ -123,17 +123,20 @@ def median_run(n_ranks, args, out, repeats):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=DEFAULT_DATA)
-    parser.add_argument("--rank", type=int, default=50)
-    parser.add_argument("--iterations", type=int, default=1000)
-    parser.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--data", default=DEFAULT_DATA, help="MovieLens-100K's ratings file")
+    parser.add_argument("--rank", type=int, default=50, help="K, the factorisation's rank")
+    parser.add_argument("--iterations", type=int, default=1000,
+                        help="iterations of each scaling run and lock-step control")
+    parser.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4],
+                        help="MPI rank counts (B = ranks); the first is the baseline")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="strong-scaling runs per rank count (median)")
     parser.add_argument("--weak-repeats", type=int, default=9,
                         help="interleaved repeats of the weak-scaling runs (noisy machines)")
-    parser.add_argument("--step-size", type=float, default=2e-5)
-    parser.add_argument("--out", default="results/psgld_mpi")
+    parser.add_argument("--step-size", type=float, default=2e-5, help="PSGLD's constant step")
+    parser.add_argument("--out", default="results/psgld_mpi",
+                        help="folder of psgld_mpi.json, the PNG and the runs' outputs")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     common = ["--data", args.data, "--rank", str(args.rank), "--beta", "1", "--phi", "1",

@@ -46,7 +46,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from _common import reset_peak, status_kib, table  # noqa: E402
+from _common import HelpFormatter, emit, reset_peak, status_kib, table, write_json  # noqa: E402
 DEFAULT_CACHE = os.path.join(ROOT, "results", "ratings_10m.npz")
 
 # the PSGLD paper, section 4.3, as its text states them
@@ -379,8 +379,7 @@ def mpi_runs(args, step_size):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--cache", default=DEFAULT_CACHE, help="bench/ratings_10m.py's .npz")
     p.add_argument("--rank", type=int, default=50)
     p.add_argument("--blocks", type=int, default=2)
@@ -415,8 +414,7 @@ def main(argv=None):
                     doc[key] = value
         os.makedirs(args.out, exist_ok=True)
         analyse(doc, args)
-        with open(os.path.join(args.out, "psgld_scale.json"), "w") as fh:
-            json.dump(doc, fh, indent=2)
+        write_json(os.path.join(args.out, "psgld_scale.json"), doc)
         return print_tables(doc)
     if args.child:
         args.method, args.tiles = args.child, args.tiles[0]
@@ -440,9 +438,7 @@ def main(argv=None):
                                                                                       native)
     doc["mpi"] = [] if "mpi" in args.skip else mpi_runs(args, args.step_size / args.mpi_tiles ** 2)
     analyse(doc, args)
-    with open(os.path.join(args.out, "psgld_scale.json"), "w") as fh:
-        json.dump(doc, fh, indent=2)
-    print(json.dumps(doc, indent=2))
+    emit(doc, os.path.join(args.out, "psgld_scale.json"))
     print_tables(doc)
 
 

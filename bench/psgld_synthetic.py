@@ -23,7 +23,6 @@ quiet as the machine), then a table, and writes a PNG of the ratios and of the s
 """
 import argparse
 import inspect
-import json
 import os
 import statistics
 import subprocess
@@ -36,6 +35,9 @@ import pymf
 from pymf import _rng
 from pymf.engine.blas import one_blas_thread
 from pymf.nmf import _blocks, _sgld, _tweedie
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import HelpFormatter, emit  # noqa: E402
 
 
 def time_run(data, K, W0, Ht0, step, iterations, threads):
@@ -175,15 +177,17 @@ def plot(rows, path):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024])
-    parser.add_argument("--rank", type=int, default=32)
-    parser.add_argument("--samples", type=int, default=10_000)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, nargs="+", default=sorted({1, os.cpu_count() or 1}))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024],
+                        help="I = J of each problem")
+    parser.add_argument("--rank", type=int, default=32, help="K")
+    parser.add_argument("--samples", type=int, default=10_000, help="iterations T per run")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per setting (median)")
+    parser.add_argument("--threads", type=int, nargs="+", default=sorted({1, os.cpu_count() or 1}),
+                        help="thread counts to run")
     parser.add_argument("--json", default=None, help="also write the JSON here")
-    parser.add_argument("--png", default="results/psgld_synthetic.png")
+    parser.add_argument("--png", default="results/psgld_synthetic.png",
+                        help="the plot (empty: none)")
     parser.add_argument("--noise-only", action="store_true",
                         help="only the single-thread noise: ns per Gaussian (CPU time) for "
                              "each size's W and H, median of 5 rounds, with the load average")
@@ -255,11 +259,7 @@ def main():
                 "load_average_after": os.getloadavg(),
                 "dgemm_gflops_by_threads": {str(t): round(g[0], 2) for t, g in dgemm.items()},
                 "results": rows}
-    text = json.dumps(document, indent=2)
-    print(text)
-    if args.json:
-        with open(args.json, "w") as fh:
-            fh.write(text)
+    emit(document, args.json)
     print()
     header = f"{'I=J':>5} {'B':>3} {'thr':>3} {'s/10K':>8} {'GF/s':>6} {'dgemm':>6} {'ratio':>6} " \
              f"{'cpu ratio':>9} {'grad ms':>8} {'noise ms':>8} {'rest ms':>8} {'ns/gauss':>8} {'loglik':>12}"

@@ -18,11 +18,15 @@ Other benchmarks import load(path) and get the same matrix from the cache (or ge
 """
 import argparse
 import os
+import sys
 import time
 
 import numpy as np
 
-import pymf
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import HelpFormatter, emit  # noqa: E402
+
+import pymf  # noqa: E402
 
 SHAPE = (71_567, 10_681)
 N_RATINGS = 10_000_000
@@ -66,22 +70,28 @@ def load(path, n_ratings=N_RATINGS, seed=0):
         np.savez(path, rows=rows, cols=cols, values=values, shape=np.asarray(shape), seed=seed)
     with np.load(path) as f:
         if int(f["seed"]) != seed or len(f["rows"]) != n_ratings:
-            raise ValueError(f"{path} holds another matrix (seed or size differ): remove it")
+            # a valid cache of another size or seed: say how to use it, or where to put this one
+            raise ValueError(f"{path} holds {len(f['rows'])} ratings drawn with seed "
+                             f"{int(f['seed'])}, not {n_ratings} with seed {seed}: to use it, "
+                             f"pass --ratings {len(f['rows'])}; for this matrix, give another "
+                             "path (--matrix, or ratings_10m.py's --out)")
         return pymf.Ratings(f["rows"], f["cols"], f["values"], tuple(int(s) for s in f["shape"]))
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--ratings", type=int, default=N_RATINGS)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="results/ratings_10m.npz")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    p.add_argument("--ratings", type=int, default=N_RATINGS,
+                   help="distinct (user, item) pairs to draw")
+    p.add_argument("--seed", type=int, default=0, help="seed of the generator")
+    p.add_argument("--out", default="results/ratings_10m.npz",
+                   help="the cache (.npz): written if absent, else read and checked")
     args = p.parse_args()
     started = time.perf_counter()
     ratings = load(args.out, args.ratings, args.seed)
     values = ratings.values
-    print({"shape": ratings.shape, "ratings": len(values), "mean": float(values.mean()),
-           "histogram_1_to_5": np.bincount(values.astype(int), minlength=6)[1:].tolist(),
-           "seconds": time.perf_counter() - started})
+    emit({"shape": list(ratings.shape), "ratings": len(values), "mean": float(values.mean()),
+          "histogram_1_to_5": np.bincount(values.astype(int), minlength=6)[1:].tolist(),
+          "seconds": time.perf_counter() - started}, indent=None)
 
 
 if __name__ == "__main__":

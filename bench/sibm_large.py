@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from _common import reset_peak, status_kib
+from _common import HelpFormatter, emit, reset_peak, status_kib
 
 
 def generate(args):
@@ -82,8 +82,7 @@ def fit(args):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--size", type=int, default=100_000, help="rows = columns")
     parser.add_argument("--ones", type=int, default=10_000_000, help="expected ones")
     parser.add_argument("--rank", type=int, default=10)
@@ -130,9 +129,7 @@ def main(argv=None):
     document["fit_growth_over_index"] = ((document["peak_rss_bytes"]
                                           - document["rss_after_load_bytes"])
                                          / document["index_bytes"])
-    with open(args.out + ".json", "w") as fh:
-        json.dump(document, fh, indent=2)
-    print(json.dumps(document, indent=2))
+    emit(document, args.out + ".json")
     for key in ("index_bytes", "interpreter_rss_bytes", "load_peak_rss_bytes",
                 "rss_after_load_bytes", "peak_rss_bytes", "peak_over_index",
                 "peak_less_interpreter_over_index", "fit_growth_over_index", "entries_per_s", "fit_seconds"):

@@ -30,6 +30,9 @@ import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import HelpFormatter, emit, json_text  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 # setup.py's c_flags less -fPIC (an executable): the same code paths and the same bits
@@ -107,8 +110,7 @@ def check(exe, args):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--matrix", default="results/sibm_large_matrix.npz",
                         help="bench/sibm_large.py's matrix (its generate step makes it)")
     parser.add_argument("--rank", type=int, default=10)
@@ -136,7 +138,7 @@ def main(argv=None):
                 "cores": os.cpu_count(), "threads": args.threads or os.cpu_count()}
     document.update(check(args.exe, args))
     if not document["check_bit_identical"]:
-        print(json.dumps(document))
+        print(json_text(document, indent=None))
         raise SystemExit("the executable's fit differs from pymf.fit's: no large run")
     if not os.path.exists(args.matrix):
         raise SystemExit(f"{args.matrix} not found: run bench/sibm_large.py (its generate "
@@ -151,9 +153,7 @@ def main(argv=None):
     document.update(run_executable(args.exe, args.work, args.updates, args.threads))
     document["load_after"] = [round(x, 2) for x in os.getloadavg()]
     document["peak_over_index"] = document["peak_rss_bytes"] / document["index_bytes"]
-    with open(args.out + ".json", "w") as fh:
-        json.dump(document, fh, indent=2)
-    print(json.dumps(document, indent=2))
+    emit(document, args.out + ".json")
     for key in ("check_bit_identical", "index_bytes", "q_bytes", "peak_rss_bytes",
                 "peak_over_index", "entries_per_s", "fit_seconds", "threads"):
         value = document[key]

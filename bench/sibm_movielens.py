@@ -69,7 +69,7 @@ def run_peer(train, test, rank, seed, threads):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     formatter_class=_common.HelpFormatter)
     parser.add_argument("--data", default=DEFAULT_DATA, help="MovieLens-100K u.data")
     parser.add_argument("--rank", type=int, default=10, help="rank of every model")
     parser.add_argument("--seconds", type=float, default=20.0, help="fitting time per pymf run")

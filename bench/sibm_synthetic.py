@@ -60,7 +60,7 @@ def first_time_at(res, level):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     formatter_class=_common.HelpFormatter)
     parser.add_argument("--size", type=int, default=10000, help="rows = columns of the matrix")
     parser.add_argument("--density", type=float, default=0.01, help="expected fraction of ones")
     parser.add_argument("--rank", type=int, default=10, help="rank of the data and the model")
