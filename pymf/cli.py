@@ -159,8 +159,13 @@ def main(argv=None):
         return 2
     except DivergenceError as exc:
         # the commands that do not catch it themselves (bpmf's DSGLD with a large --eps0)
-        # ended in a traceback; its message already names the iteration and what to try
-        print(f"pymf: error: {exc}", file=sys.stderr)
+        # ended in a traceback; its message already names the iteration and what to try.
+        # What the run kept before it is saved where the command saves its result
+        # (OUT/result.npz), as `pymf sample` does: it was lost with the process
+        kept, result, out = "", getattr(exc, "result", None), getattr(args, "out", None)
+        if result is not None and out and os.path.isdir(out):
+            kept = f"\n(the draws kept before it are in {result.save(os.path.join(out, 'result.npz'))})"
+        print(f"pymf: error: {exc}{kept}", file=sys.stderr)
         return 2
     except GPUUnavailableError as exc:
         # --backend cuda where no GPU (or no pycuda / CuPy) is: the message names what to

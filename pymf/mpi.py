@@ -42,7 +42,9 @@ def library_version():
     if not is_available():
         return None
     from mpi4py import MPI
-    return MPI.Get_library_version().splitlines()[0].strip()
+    # Open MPI's string ends in a NUL byte, which made `pymf info | grep` call the output
+    # binary ("binary file matches")
+    return MPI.Get_library_version().replace("\x00", "").splitlines()[0].strip()
 
 
 def sample(model, data, sampler, n_samples, **options):

@@ -30,6 +30,8 @@ def test_info_reports_build_facts():
     assert isinstance(facts["openmp"], bool)
     assert facts["cuda"].startswith(("usable", "unusable: "))
     assert facts["mpi"].startswith(("usable", "unusable: "))
+    # text a pipe reads as text: Open MPI's version ended in a NUL byte ("binary file matches")
+    assert "\x00" not in pymf_cli("info").stdout + out.stdout
 
 
 def test_sample_demo_writes_results(tmp_path):
@@ -114,6 +116,9 @@ def test_a_diverging_bpmf_run_is_an_error_line_not_a_traceback(tmp_path):
                    "--out", str(tmp_path / "o"))
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.startswith("pymf: error: round 1 of chain 0: DSGLD diverged")
+    # what the run kept before it is saved, as `pymf sample` does (it was lost)
+    assert f"(the draws kept before it are in {tmp_path / 'o' / 'result.npz'})" in out.stderr
+    assert pymf.load(str(tmp_path / "o" / "result.npz")).interrupted
 
 
 def interrupted_run(argv, cwd, first_file):

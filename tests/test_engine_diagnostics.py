@@ -286,3 +286,26 @@ def test_require(monkeypatch):
     monkeypatch.setitem(sys.modules, "arviz_base", None)
     with pytest.raises(ImportError, match=r"needs Python >= 3\.11; this is 3\.10"):
         D.require("arviz_base")
+
+
+def test_results_without_per_draw_statistics_diagnose_their_posterior_by_default():
+    """IBP and linear-Gaussian results keep draws but no per-draw statistics:
+    res.diagnostics() said "no kept draws" and advised keep_samples=True, in effect; a
+    result of pymf.fit advised keep_samples=, which pymf.fit refuses."""
+    _stats()
+    import pymf
+    X, _, _ = pymf.datasets.make_cambridge(n=20, seed=0)
+    ibp = pymf.sample(pymf.IBPLinearGaussian(), X, pymf.CollapsedIBP(), n_samples=20, seed=0,
+                      progress=False)
+    assert set(ibp.diagnostics()) == set(ibp.posterior) >= {"K", "sigma_x"}
+    A, x, _ = pymf.datasets.make_linear_gaussian(200, 3, seed=0)
+    linear = pymf.sample(pymf.LinearGaussian(), (A, x), pymf.HAMCMC(step_size=1e-3),
+                         n_samples=40, seed=0, progress=False)
+    assert set(linear.diagnostics()) == {"theta"}
+    V = pymf.sibm.make_binary_mf(30, 20, 2, density=0.2, seed=0)
+    V = V[0] if isinstance(V, tuple) else V
+    fitted = pymf.fit(pymf.LogisticMF(2), V, pymf.SIBM(), n_updates=20, seed=0, progress=False)
+    for method in (fitted.diagnostics, fitted.to_arviz):
+        with pytest.raises(ValueError, match=r"SIBMResult \(pymf.fit: a point estimate or a "
+                                             r"variational fit\) has no chain of draws"):
+            method()

@@ -361,3 +361,14 @@ def test_predict_after_a_stop_in_the_burn_in_says_so(poisson_data):
     assert res.n_kept == 0
     with pytest.raises(ValueError, match=r"this run kept no draws \(stopped in the burn-in\?\)"):
         res.predict([0], [0])
+
+
+def test_a_callback_returning_numpys_true_stops_the_run(poisson_data):
+    """A comparison of the trace's values (info["loglik"] > threshold) is numpy.True_, which
+    is not True: the stop it asked for was ignored and the run went on to its end."""
+    res = pymf.sample(pymf.TweedieNMF(4), poisson_data, SAMPLERS["psgld"](None), n_samples=200,
+                      trace_every=10, callback=lambda info: np.int64(info["iteration"]) >= 30)
+    assert res.iterations == 30 and res.n_kept == 30
+    res = pymf.sample(pymf.TweedieNMF(4), poisson_data, SAMPLERS["psgld"](None), n_samples=50,
+                      trace_every=10, callback=lambda info: np.float64(1.0))  # not a bool
+    assert res.iterations == 50

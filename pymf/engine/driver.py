@@ -408,7 +408,10 @@ def run(kernel, plan, *, seed, step_size=None, keep_draws=True, sample_dir=None,
                     if callback is not None:
                         info = {"iteration": t, "unit": kernel.unit, "time": state.elapsed,
                                 "n_kept": state.n_kept, **point}
-                        stop = callback(info) is True
+                        # True, or numpy's True (a comparison of the trace's values):
+                        # numpy.True_ is not True, and that stop was ignored
+                        answer = callback(info)
+                        stop = answer is True or (isinstance(answer, np.bool_) and bool(answer))
                     stop = kernel.agree_stop(stop)
                 if checkpoint is not None and (t % plan.checkpoint_every == 0 or finished or stop):
                     save_checkpoint()

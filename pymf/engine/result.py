@@ -110,23 +110,38 @@ class Result:
         arviz-stats) of the per-draw statistics and of `variables` (names of posterior
         variables; each entry gets its own value). Needs at least 4 kept draws; R-hat needs
         at least 2 chains (arviz-stats gives NaN for one: compare chains of several seeds by
-        stacking their posterior arrays)."""
+        stacking their posterior arrays). A result without per-draw statistics (IBP,
+        linear-Gaussian) diagnoses its posterior variables when none are named."""
         from pymf.engine.diagnostics import diagnostics
+        self._refuse_a_fit("diagnose")
         draws = dict(self.sample_stats)
         posterior = self.posterior
+        if variables is None and not draws:
+            # the IBP's K, sigma_x, ... and the linear model's theta: they said "no kept
+            # draws" and advised keep_samples=True, which was in effect
+            variables = sorted(posterior)
         for name in variables or ():
             if name not in posterior:
                 raise ValueError(f"no posterior variable {name!r} (have {sorted(posterior)})")
             draws[name] = posterior[name]
         if not draws:
-            raise ValueError("this result has no per-draw statistics and no kept draws to "
-                             "diagnose (keep_samples=True keeps draws)")
+            raise ValueError("this result kept no draws to diagnose (keep_samples=False, or a "
+                             "run stopped before its first kept draw)")
         return diagnostics(draws)
+
+    def _refuse_a_fit(self, what):
+        """A result of pymf.fit (kind '..._fit') is one point estimate or variational fit:
+        no chain of draws (its messages advised keep_samples=, which pymf.fit refuses)."""
+        if self.kind.endswith("_fit"):
+            raise ValueError(f"a {type(self).__name__} (pymf.fit: a point estimate or a "
+                             f"variational fit) has no chain of draws to {what}; pymf.sample "
+                             "draws from the posterior")
 
     def to_arviz(self):
         """An ArviZ DataTree: the posterior group (chain, draw, ...) of the kept draws and a
         sample_stats group of the per-draw statistics. Needs pip install "pymf[arviz]"."""
         from pymf.engine.diagnostics import to_datatree
+        self._refuse_a_fit("convert")
         if not self._draws:
             raise ValueError("this result kept no draws (keep_samples=False): nothing to convert")
         attrs = {"pymf_kind": self.kind, "seed": json.dumps(self.seed),
