@@ -425,6 +425,21 @@ def test_a_chain_that_blows_up_finitely_raises_and_is_put_back():
     kernel.check_state()  # a sane chain passes
 
 
+@pytest.mark.parametrize("scale, warned", [(1e-4, "the ratings' sd is .* Divide the ratings"),
+                                            (1e7, "the ratings' sd is .* far past it")])
+def test_gibbs_on_ratings_of_a_far_scale_warns_and_runs(scale, warned):
+    """Gibbs on ratings times 1e-4 sits at the priors' scale in its first sweeps, past the
+    blow-up limit: it raised DivergenceError there, advising a smaller step_size, which
+    Gibbs does not have. Only a non-finite RMSE is a Gibbs divergence; the scale warning
+    names the remedy, and a large scale has one too (none before)."""
+    base = synthetic_ratings(30, 20, 2, density=0.5, seed=1)
+    ratings = pymf.Ratings(base.rows, base.cols, base.values * scale, shape=base.shape)
+    with pytest.warns(UserWarning, match=warned):
+        res = pymf.sample(pymf.BPMF(2), ratings, pymf.BPMFGibbs(n_threads=1), n_samples=20,
+                          seed=0, progress=False)
+    assert np.all(np.isfinite(res.trace["train_rmse"]))
+
+
 def test_dsgld_auto_on_ratings_of_a_smaller_scale():
     """Ratings in [0.2, 1] (BPMF's synthetic ratings divided by 5): tau climbs from its start
     of 2 to about 25 in the burn-in, and the steps shrink by 2 / tau. The per-row factors

@@ -452,6 +452,17 @@ def test_default_batch_bounds_scale_with_the_matrix():
     assert pymf.SIBM(batch_min=200, batch_start=300).sizes(10_000, 10_000)[:2] == (300, 200)
 
 
+def test_a_fixed_batch_larger_than_the_matrix_is_refused():
+    """SIBM(batch_size=1e7) on a 60 x 50 matrix took 1.3 GB for one update and 1e9 ran on
+    with memory growing (batch_max bounds only the automatic size)."""
+    X = pymf.sibm.make_binary_mf(60, 50, 3, density=0.1, seed=0)
+    X = X[0] if isinstance(X, tuple) else X
+    with pytest.raises(ValueError, match=r"batch_size=3001 is larger than the 60 x 50 = 3000 "
+                                         r"entries of the matrix; pymf.BatchVB"):
+        pymf.fit(pymf.LogisticMF(3), X, pymf.SIBM(batch_size=3001), n_updates=1, seed=0)
+    pymf.fit(pymf.LogisticMF(3), X, pymf.SIBM(batch_size=3000), n_updates=1, seed=0)
+
+
 def test_state_in_place_shares_q_and_set_state_still_checks_it():
     """The C object works in the Chain's own arrays (a fit holds q once): state(copy=False)
     hands them out, state() copies; set_state given them back checks them, so a non-finite

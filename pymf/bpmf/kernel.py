@@ -110,8 +110,13 @@ class ChainsKernel(RowStepKernel):
     def blown_up(self, rmses):
         """(chain, RMSE) of the first chain whose training RMSE is not finite or is past
         rmse_limit, else None."""
+        # Gibbs draws exact conditionals (no step to be too large): only a non-finite RMSE
+        # is a divergence there. On ratings of a scale far below the priors' (times 1e-4),
+        # its first sweeps sit at the priors' scale, past the limit, and were called a
+        # blow-up "of a step too large" (check_data's warning names the remedy)
+        limit = math.inf if self.is_gibbs else self.rmse_limit
         for chain, value in enumerate(rmses):
-            if not value <= self.rmse_limit:  # NaN too
+            if not value <= limit:  # NaN too
                 return chain, value
         return None
 

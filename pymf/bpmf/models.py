@@ -8,8 +8,11 @@ from pymf.data import Ratings, as_observed
 from pymf.engine.checks import check_flag, check_rank, check_real
 from pymf.errors import user_stacklevel
 
-# below this sd of the training ratings the priors dominate (check_data warns)
+# below this sd of the training ratings the priors dominate (check_data warns); above
+# LARGE_SPREAD the factors must reach far past the priors' scale (Gibbs's conditional
+# precisions stopped being positive definite in double precision at sd 1e10)
 SMALL_SPREAD = 0.1
+LARGE_SPREAD = 1e6
 
 
 class BPMF:
@@ -103,6 +106,13 @@ class BPMF:
                     "of about one, and on a scale this small the posterior intervals come out "
                     "too wide and the fit poor. Divide the ratings by their sd (and multiply "
                     "the predictions back by it)", UserWarning,
+                    stacklevel=user_stacklevel())
+            elif spread > LARGE_SPREAD:
+                warnings.warn(
+                    f"the ratings' sd is {spread:.3g}: BPMF's priors expect ratings of a scale "
+                    "of about one, and the factors must reach far past it (Gibbs fails in "
+                    "double precision near sd 1e10). Divide the ratings by their sd (and "
+                    "multiply the predictions back by it)", UserWarning,
                     stacklevel=user_stacklevel())
         return ratings
 

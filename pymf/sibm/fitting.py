@@ -71,6 +71,13 @@ def prepare_chain(model, X, method, seed, init=None):
         settings = ("uniform", 1, 1, 1, 1, 1.0, 1.0, 1.0)
     else:
         fixed = 0 if method.batch_size == "auto" else method.batch_size
+        entries = X.shape[0] * X.shape[1]
+        if fixed > entries:
+            # 1e7 on a 60 x 50 matrix took 1.3 GB for one update, 1e9 ran on with memory
+            # growing: every other family refuses a batch larger than its data
+            raise ValueError(f"batch_size={fixed} is larger than the {X.shape[0]} x "
+                             f"{X.shape[1]} = {entries} entries of the matrix; pymf.BatchVB "
+                             "uses every entry at each update")
         start, low, high = method.sizes(*X.shape)
         settings = (method.sampling, fixed, start, low, high, method.theta_delta, method.tau0,
                     method.kappa)
