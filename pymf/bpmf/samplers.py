@@ -3,7 +3,7 @@ and BPMFGibbs (Salakhutdinov & Mnih 2008). pymf.SGLD on a BPMF model runs DSGLD 
 chain and one block."""
 import copy
 
-from pymf.engine.checks import check_count, check_flag, check_real, check_threads
+from pymf.engine.checks import C_INT_MAX, check_count, check_flag, check_real, check_threads
 from pymf.engine.steps import as_step_size
 
 
@@ -105,11 +105,9 @@ class DSGLD:
             raise ValueError(f"chains={chains} is too many (at most {MAX_CHAINS})")
         self.n_threads = check_threads(n_threads) or None
         self.batch_size = None if batch_size is None else check_count(batch_size, "batch_size", 1)
-        self.round_length = check_count(round_length, "round_length", 1)
-        if self.round_length > 2**31 - 1:
-            raise ValueError(f"round_length={round_length} is too large (at most 2**31 - 1)")
+        self.round_length = check_count(round_length, "round_length", 1, C_INT_MAX)
         self.step_size = as_step_size(step_size)
-        self.hyper_every = check_count(hyper_every, "hyper_every", 0)
+        self.hyper_every = check_count(hyper_every, "hyper_every", 0, C_INT_MAX)
         self.permute = check_flag(permute, "permute")
         self.noise_correction = check_flag(noise_correction, "noise_correction")
 

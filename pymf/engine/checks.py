@@ -10,11 +10,19 @@ MAX_RANK = 1 << 20  # the C core holds the rank in an int; far above any factori
 MAX_THREADS = 1024
 
 
-def check_count(value, name, minimum):
-    """An integer >= minimum (bool refused: True is not a count)."""
+C_INT_MAX = 2**31 - 1  # an option the C core takes as an int
+
+
+def check_count(value, name, minimum, maximum=None):
+    """An integer >= minimum (bool refused: True is not a count), and <= maximum where one
+    is given: the most the C core's type holds (C_INT_MAX), named here rather than in a
+    bare OverflowError from the binding."""
     if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)) \
             or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        most = "2**31 - 1" if maximum == C_INT_MAX else f"{maximum}"
+        raise ValueError(f"{name}={value} is too large (at most {most})")
     return int(value)
 
 

@@ -1,5 +1,5 @@
 """The samplers of the IBP family: settings only; pymf.sample runs them."""
-from pymf.engine.checks import check_count, check_threads
+from pymf.engine.checks import C_INT_MAX, MAX_UNITS, check_count, check_threads
 
 
 SPLIT_MERGE = 10  # the default number of split-merge proposals per iteration
@@ -31,7 +31,7 @@ class CollapsedIBP:
     kind = "collapsed"
 
     def __init__(self, split_merge=SPLIT_MERGE):
-        self.split_merge = check_count(split_merge, "split_merge", 0)
+        self.split_merge = check_count(split_merge, "split_merge", 0, C_INT_MAX)
 
     def params(self):
         if self.split_merge:
@@ -66,11 +66,11 @@ class HybridIBP:
 
     def __init__(self, processes=1, sub_iterations=5, warm_start=0, n_threads=None,
                  split_merge=SPLIT_MERGE):
-        self.processes = check_count(processes, "processes", 1)
-        self.sub_iterations = check_count(sub_iterations, "sub_iterations", 1)
-        self.warm_start = check_count(warm_start, "warm_start", 0)
+        self.processes = check_count(processes, "processes", 1, C_INT_MAX)
+        self.sub_iterations = check_count(sub_iterations, "sub_iterations", 1, C_INT_MAX)
+        self.warm_start = check_count(warm_start, "warm_start", 0, MAX_UNITS)
         self.n_threads = check_threads(n_threads)
-        self.split_merge = check_count(split_merge, "split_merge", 0)
+        self.split_merge = check_count(split_merge, "split_merge", 0, C_INT_MAX)
 
     def params(self):
         params = {"sampler": self.kind, "processes": self.processes,

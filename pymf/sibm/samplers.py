@@ -1,6 +1,6 @@
 """The inference methods of the SIBM family: stochastic natural-gradient VI (SIBM) and the
 batch VB it is compared with. Settings only; pymf.fit runs them."""
-from pymf.engine.checks import check_count, check_real, check_threads
+from pymf.engine.checks import MAX_UNITS, check_count, check_real, check_threads
 
 SAMPLINGS = ("uniform", "balanced", "biased")
 
@@ -45,12 +45,13 @@ class SIBM:
                                  f"{batch_size!r}")
             self.batch_size = "auto"
         else:
-            self.batch_size = check_count(batch_size, "batch_size", 1)
+            self.batch_size = check_count(batch_size, "batch_size", 1, MAX_UNITS)
         self.theta_delta = check_real(theta_delta, "theta_delta", positive=True)
-        self.batch_max = check_count(batch_max, "batch_max", 1)
-        self.batch_min = None if batch_min is None else check_count(batch_min, "batch_min", 1)
+        self.batch_max = check_count(batch_max, "batch_max", 1, MAX_UNITS)
+        self.batch_min = None if batch_min is None else check_count(batch_min, "batch_min", 1, MAX_UNITS)
         self.batch_start = None if batch_start is None else check_count(batch_start,
-                                                                        "batch_start", 1)
+                                                                        "batch_start", 1,
+                                                                        MAX_UNITS)
         self.sizes(1, 1)  # refuses inconsistent bounds now, not at fit time
         self.tau0 = check_real(tau0, "tau0")
         if self.tau0 < 0:
