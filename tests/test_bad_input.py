@@ -129,12 +129,56 @@ def test_divergence_names_iteration_and_keeps_last_finite_state(sampler):
     assert err.result is not None and err.result.n_kept == err.iteration - 1
 
 
+@pytest.mark.parametrize("sampler", [pymf.LD(n_threads=1), pymf.PSGLD(blocks=2, n_threads=1)])
+def test_nmf_fitted_values_that_run_away_are_a_divergence(sampler):
+    """LD and PSGLD with step "auto" on a 2 x 2 count matrix sampled fitted values of about
+    1,700 where the exact posterior mean is 1.3 to 2.8 (a factor mirrored near zero under a
+    positive count is thrown far off by the drift v / w), with no word: 78 % of draws had
+    an entry above 20. Fitted values whose RMS passes BLOWUP_FACTOR times the larger of the
+    data's and the prior's are a divergence now, with the last state that passed."""
+    from pymf.nmf.kernel import BLOWUP_FACTOR
+    V = np.array([[3.0, 0.0], [1.0, 5.0]])
+    with pytest.raises(pymf.DivergenceError, match=r"diverged at iteration \d+: the RMS of its "
+                       r"fitted values W H is [0-9.e+]+, more than 100 times the larger of the "
+                       r"data's and the prior's \(2\.96\).*pymf.Gibbs samples Poisson NMF "
+                       r"exactly\); the last state that passed, at iteration \d+, is kept"
+                       ) as info:
+        pymf.sample(pymf.TweedieNMF(1), V, sampler, n_samples=30000, burnin=5000, seed=4,
+                    progress=False)
+    W, H = info.value.state["W"], info.value.state["H"]
+    assert np.sqrt(np.mean((W @ H) ** 2)) <= BLOWUP_FACTOR * 2.96
+    assert np.all(info.value.result.W_samples @ info.value.result.H_samples < 300)
+
+
+def test_an_nmf_chain_that_leaves_the_posterior_is_stopped_before_it_overflows():
+    """LD with step 0.05 on a 40 x 30 Poisson matrix: W H overflowed at iteration 1033, and
+    the error kept a "last finite state" with |W| of 1e152 and 1,027 draws of garbage."""
+    V, _, _ = pymf.datasets.make_tweedie_nmf(40, 30, 3, beta=1.0, seed=0)
+    with pytest.raises(pymf.DivergenceError, match="the RMS of its fitted values") as info:
+        pymf.sample(pymf.TweedieNMF(3), V, pymf.LD(step_size=0.05, n_threads=1),
+                    n_samples=2000, burnin=5, seed=0, progress=False)
+    assert info.value.iteration < 100
+    assert np.abs(info.value.state["W"]).max() < 1e3
+
+
+def test_a_sane_nmf_chain_passes_the_fitted_values_check():
+    """The same data and "auto" step (a stable chain): no divergence, and the limit is set
+    from the data (every entry observed)."""
+    V, _, _ = pymf.datasets.make_tweedie_nmf(40, 30, 3, beta=1.0, seed=0)
+    res = pymf.sample(pymf.TweedieNMF(3), V, pymf.LD(n_threads=1), n_samples=500, seed=0,
+                      progress=False)
+    assert res.n_kept == 500
+
+
 def test_divergence_leaves_a_usable_checkpoint(tmp_path):
-    """Checkpoints only ever hold finite states: after a divergence the last one is intact."""
+    """Checkpoints only ever hold finite states: after a divergence the last one is intact.
+    (A step of 0.3: its fitted values run away at iteration 5; 1e6 now stops at iteration 1,
+    before any checkpoint, by the fitted values' check.)"""
     path = tmp_path / "ck.npz"
     with pytest.raises(pymf.DivergenceError) as info:
-        run(sampler=pymf.PSGLD(blocks=2, step_size=1e6), n_samples=500, checkpoint=path,
+        run(sampler=pymf.PSGLD(blocks=2, step_size=0.3), n_samples=500, checkpoint=path,
             checkpoint_every=1)
+    assert info.value.iteration >= 2
     with np.load(path) as ck:
         assert int(ck["kernel_t"]) == info.value.iteration - 1
         assert np.all(np.isfinite(ck["kernel_W_grid"])) and np.all(np.isfinite(ck["kernel_Ht_grid"]))

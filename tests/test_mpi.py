@@ -212,17 +212,19 @@ def test_unfinished_damaged_and_foreign_checkpoints(dense_file, tmp_path):
 
 
 def test_divergence_ends_every_rank_naming_the_iteration(dense_file, tmp_path):
-    """A block that overflows is never sent on: every rank stops at the iteration (no hang),
-    the launcher names it and saves the draws kept before it, and the checkpoint left holds
-    a finite state from before it."""
+    """A chain that diverges stops every rank at the iteration (no hang), the launcher names
+    it and saves the draws kept before it, and the checkpoint left holds a finite state from
+    before it. (A step of 0.3: its fitted values run away at iteration 2, past the NMF
+    kernel's check; 1e3 now stops at iteration 1, before any checkpoint.)"""
     _, path = dense_file
     out = tmp_path / "run"
     done = run_mpi(2, "psgld", "--data", path, "--rank", "2", "--samples", "200", "--thin", "1",
-                   "--step-size", "1e3", "--checkpoint-every", "1", "--out", str(out),
+                   "--step-size", "0.3", "--checkpoint-every", "1", "--out", str(out),
                    cwd=tmp_path, timeout=120)
     assert done.returncode != 0
     assert "DivergenceError" in done.stderr
     diverged_at = int(re.search(r"diverged at iteration (\d+)", done.stderr).group(1))
+    assert diverged_at >= 2
     with np.load(out / "checkpoint.npz") as ck:  # this step size overflows after a few
         assert int(ck["kernel_t"]) == diverged_at - 1
         assert np.all(np.isfinite(ck["kernel_W_grid"])) and np.all(np.isfinite(ck["kernel_Ht_grid"]))
@@ -355,9 +357,10 @@ def test_ctrl_c_on_one_rank_stops_every_rank_and_the_run_resumes(dense_file, tmp
     assert_same_chain(pymf.load(str(out)), shared)
 
 
-# a parameter overflows at iteration 240, inside a call of 50 iterations (201-250); W H
-# overflows at the trace point of iteration 800
-@pytest.mark.parametrize("step_size, thin, trace_every", [(0.5, 50, 1000), (0.05, 100, 100)])
+# a parameter overflows at iteration 240, inside a call of 50 iterations (201-250); the
+# fitted values run away past the NMF kernel's check at the trace point of iteration 800
+# (0.05, which overflowed there, now stops at the first trace point, 100, keeping nothing)
+@pytest.mark.parametrize("step_size, thin, trace_every", [(0.5, 50, 1000), (0.045, 100, 100)])
 def test_divergence_is_that_of_shared_memory(dense_file, tmp_path, step_size, thin, trace_every):
     """The ranks agree on the first diverged iteration and go back to the state before it:
     every rank raises DivergenceError with shared memory's iteration, and rank 0's .state

@@ -387,6 +387,24 @@ def sample_params(facts, n_samples, burnin, thin, sampler, test):
 # a piece larger than this is measured alone): FactorKernel.measure_row_steps
 MEASURE_BYTES = 256 << 20
 
+# A chain whose fitted values W H have run away (their RMS past BLOWUP_FACTOR times the
+# larger of the data's RMS and the prior's) has diverged, though nothing is inf or NaN yet:
+# LD with a step of 0.05 on a 40 x 30 Poisson matrix had |W| of 1e152 when W H overflowed
+# at iteration 1033, 1,000 iterations after it left the posterior, and LD or PSGLD with
+# "auto" on a 2 x 2 count matrix sampled fitted values of 1,700 against an exact 1.3 (the
+# drift v / w near w = 0 throws a factor far off). Checked on fully observed data, where
+# the RMS needs only W'W and H H' (O((I + J) K^2)); as BPMF's pymf.bpmf.kernel.BLOWUP_FACTOR.
+BLOWUP_FACTOR = 100.0
+
+
+def blowup_limit(sum_of_squares, n_entries, prior_rms):
+    """BLOWUP_FACTOR times the larger of the data's RMS (from the sum of the squared values
+    of its n_entries) and the prior's RMS of a fitted value (TweedieNMF.prior_fitted_rms),
+    to 3 significant digits: the MPI ring sums the squares in another order than shared
+    memory, and the same limit keeps its chain the same."""
+    data_rms = math.sqrt(sum_of_squares / n_entries) if n_entries else 0.0
+    return float(f"{BLOWUP_FACTOR * max(data_rms, prior_rms):.3g}")
+
 
 class FactorKernel(RowStepKernel):
     """W (I x K) and H (K x J) of one chain; the trace holds the log-likelihood (sum of
@@ -407,6 +425,8 @@ class FactorKernel(RowStepKernel):
         self.sample_phi = getattr(model, "sample_phi", False)
         self.shape = (len(grid.row_of), len(grid.col_of))
         self._loglik = None
+        self.blowup_limit = None  # set_blowup_limit: fully observed data only
+        self._passed = None  # the state at the last trace point that passed check_state
         if test is not None:
             self.test_rows, self.test_cols = grid.test_indices(test)
 
@@ -527,14 +547,48 @@ class FactorKernel(RowStepKernel):
     def test_predictions(self):
         return None if self.test is None else self._current_predictions()[None]
 
+    def set_blowup_limit(self, sum_of_squares, n_entries):
+        """Check the fitted values' RMS at every trace point (blowup_limit), where every
+        entry is observed (n_entries = I J) and the model says its prior's RMS (TweedieNMF;
+        alpha-stable MF's tamed steps cannot throw a factor far, and its data's heavy tails
+        have no RMS to compare with)."""
+        prior_rms = getattr(self.model, "prior_fitted_rms", None)
+        if prior_rms is not None and n_entries == self.shape[0] * self.shape[1]:
+            self.blowup_limit = blowup_limit(sum_of_squares, n_entries, prior_rms())
+
+    def fitted_rms(self):
+        """sqrt(mean over every entry of (W H)_ij^2) = sqrt(sum(W'W * H H') / (I J))."""
+        W_grid, Ht_grid = self.grid_state()
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = float(np.sum((W_grid.T @ W_grid) * (Ht_grid.T @ Ht_grid)))
+        return math.sqrt(max(total, 0.0) / (self.shape[0] * self.shape[1]))
+
     def check_state(self):
+        t = self.counter
         self._loglik = self.loglik()
         if not np.isfinite(self._loglik):
             # W and H are finite but W H overflows (huge priors, data or steps)
-            t = self.counter
             raise DivergenceError(
                 f"the chain diverged at iteration {t}: its log-likelihood is not finite "
                 "(W H overflows; extreme data, priors or step sizes?)", iteration=t)
+        if self.blowup_limit is not None:
+            rms = self.fitted_rms()
+            if not rms <= self.blowup_limit:  # NaN too
+                kept = ("the last state that passed, at iteration "
+                        f"{self._passed[0]}, is kept" if self._passed is not None else
+                        "no earlier trace point passed this check")
+                gibbs = (", and pymf.Gibbs samples Poisson NMF exactly"
+                         if self.model.beta == 1.0 else "")
+                raise DivergenceError(
+                    f"the chain diverged at iteration {t}: the RMS of its fitted values W H "
+                    f"is {rms:.3g}, more than {BLOWUP_FACTOR:g} times the larger of the "
+                    f"data's and the prior's ({self.blowup_limit / BLOWUP_FACTOR:.3g}): its "
+                    "factors run away, finite but far from the posterior (a step too large "
+                    "for these data: give a smaller step_size; on small counts, a factor "
+                    f"near zero throws Langevin steps far off{gibbs}); {kept}",
+                    iteration=t, state=None if self._passed is None else self._passed[1])
+            W, H = self.state()  # (I + J) K values, on fully observed data only
+            self._passed = (t, {"W": W, "H": H})
 
     def trace_point(self, run):
         test_mean = None if run is None else run.test_mean()

@@ -116,6 +116,14 @@ class TweedieNMF:
             H *= rng.choice([-1.0, 1.0], size=H.shape)
         return W, H
 
+    def prior_fitted_rms(self):
+        """sqrt(E[(W H)_ij^2]) under the prior: exponential priors, sum over k of
+        E[w^2] E[h^2] plus the cross terms, K (K + 3) / (lam_w lam_h)^2; Gaussian ones
+        K / (lam_w lam_h). The scale a fitted value has before the data speak (the NMF
+        kernel's blow-up check, pymf.nmf.kernel.blowup_limit)."""
+        K, product = self.rank, self.lam_w * self.lam_h
+        return math.sqrt(K * (K + 3)) / product if self.non_negative else math.sqrt(K / product)
+
     def log_prior(self, W, H):
         if self.non_negative:
             return (W.size * math.log(self.lam_w) - self.lam_w * float(W.sum())

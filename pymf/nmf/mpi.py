@@ -547,6 +547,11 @@ def sample_ring(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ou
     row_start, col_start = local.row_start, local.col_start
     kernel = kernel_class(comm, chain, grid, model, test if rank == 0 else None, row_start,
                           col_start)
+    # the fitted values' check of shared memory (pymf.nmf.sampling.watch_blowups): the
+    # squares summed per rank, then in rank order (the limit keeps 3 digits, the same)
+    with np.errstate(over="ignore"):
+        squares = sum(comm.allgather(float(np.sum(np.square(values)))))
+    kernel.set_blowup_limit(squares, n_observed)
     if auto_step is not None and "row_noise" in auto_step:
         kernel.plan_row_steps(auto_step)  # PSGLD's per-row bound, measured collectively
 

@@ -2,7 +2,9 @@
 SGD or DSGD, on a pymf.TweedieNMF model. Python validates and lays the data out; the
 engine's loop (pymf.engine.driver) runs the kernel (pymf.nmf.kernel); the C core runs
 every iteration."""
-from pymf.data import as_observed
+import numpy as np
+
+from pymf.data import Ratings, as_observed
 from pymf.engine import driver
 from pymf.engine.checks import check_count, check_run_length
 from pymf.engine.seeds import resolve_seed
@@ -55,6 +57,15 @@ def _setup(model, data, sampler, seed, init, test, chain_factory=make_chain, bur
     return observed, test, grid, chain, seed, facts, fingerprint, sampler
 
 
+def watch_blowups(kernel, observed):
+    """The kernel checks its fitted values' RMS at every trace point (FactorKernel
+    .set_blowup_limit) where every entry of the data is observed."""
+    values = observed.values if isinstance(observed, Ratings) else np.asarray(observed)
+    with np.errstate(over="ignore"):  # data near the float range: no limit (inf)
+        squares = float(np.sum(np.square(values)))
+    kernel.set_blowup_limit(squares, values.size)
+
+
 def sample_nmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, init=None,
                test=None, trace_every=None, sample_dir=None, keep_samples=True,
                checkpoint=None, checkpoint_every=None, progress=None, callback=None,
@@ -77,6 +88,7 @@ def sample_nmf(model, data, sampler, n_samples, burnin=0, thin=1, seed=None, ini
     observed, test, grid, chain, seed, facts, fingerprint, sampler = _setup(
         model, data, sampler, seed, init, test, chain_factory, burnin, kept_pilot)
     kernel = kernel_class(chain, grid, model, test)
+    watch_blowups(kernel, observed)
     # step_size="auto"'s accepted pilot: the run's first units, unless the loop must run
     # them (pymf.engine.driver)
     kernel.kept_pilot = kept_pilot[0] if kept_pilot else None
@@ -119,6 +131,7 @@ def fit_nmf(model, data, optimizer, n_epochs=10, seed=None, init=None, test=None
     total = n_epochs * per_epoch
     trace_every = per_epoch if trace_every is None else check_count(trace_every, "trace_every", 1)
     kernel = _FitKernel(chain, grid, model, test, per_epoch)
+    watch_blowups(kernel, observed)
     plan = driver.Plan(total, 0, total, trace_every, trace_at_start=True)
     facts["optimizer"] = facts.pop("sampler")
     params = {**facts, "n_epochs": n_epochs, "threads": optimizer.n_threads or None}
