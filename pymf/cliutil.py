@@ -174,6 +174,15 @@ def add_out(parser, default, help="output folder (created if missing)"):
     parser.add_argument("--out", default=default, help=help)
 
 
+def prepare_out(path):
+    """Create the --out folder and check that it can be written to, before the run (a
+    read-only --out failed after the whole run, every draw lost); returns path."""
+    from pymf.engine.storage import check_writable
+    os.makedirs(path, exist_ok=True)
+    check_writable(path, "--out")
+    return path
+
+
 def add_checkpoint(parser):
     parser.add_argument("--checkpoint", action="store_true",
                         help="checkpoint to OUT/checkpoint.npz and resume from it if present")

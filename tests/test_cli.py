@@ -204,7 +204,12 @@ def test_command_line_errors_are_one_line_not_tracebacks(tmp_path, capsys):
             (["sample", "--data", "demo", "--test-fraction", "-0.5", "--out", str(tmp_path / "o")],
              "--test-fraction must be in"),
             (["sample", "--data", "demo", "--samples", "5", "--out", str(a_file), "--no-progress"],
-             "File exists")):
+             "File exists"),
+            # a folder that cannot be written to failed after the whole run, every draw lost
+            (["sample", "--data", "demo", "--samples", "5", "--out", "/proc/self",
+              "--no-progress"], "the --out directory '/proc/self' cannot be written to"),
+            (["bpmf", "--data", "demo", "--samples", "5", "--out", "/proc/self",
+              "--no-progress"], "the --out directory '/proc/self' cannot be written to")):
         assert cli.main(argv) == 2
         assert message in capsys.readouterr().err
 

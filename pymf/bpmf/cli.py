@@ -142,7 +142,7 @@ def cmd_bpmf(args):
     ratings, test, model, sampler = bpmf_run_from_args(args, ratings)
     if args.sampler == "gibbs":
         sampler = BPMFGibbs(hyperprior=args.hyperprior, n_threads=args.threads)
-    os.makedirs(args.out, exist_ok=True)
+    cliutil.prepare_out(args.out)
     checkpoint = os.path.join(args.out, "checkpoint.npz") if args.checkpoint else None
     started = time.perf_counter()
     result = sample(model, ratings, sampler, n_samples=args.samples, burnin=args.burnin,

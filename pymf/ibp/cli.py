@@ -31,7 +31,7 @@ def cmd_ibp(args):
                HybridIBP(processes=args.processes, sub_iterations=args.sub_iterations,
                          warm_start=args.warm_start, n_threads=args.threads,
                          split_merge=args.split_merge))
-    os.makedirs(args.out, exist_ok=True)
+    cliutil.prepare_out(args.out)
     result, summary = run_from_args(args, sampler, sample, args.out)
     summary["result"] = result.save(os.path.join(args.out, "result.npz"))
     summary["features_png"] = result.features_png(os.path.join(args.out, "features.png"))

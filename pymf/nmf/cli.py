@@ -223,7 +223,7 @@ def _make_sampler(args):
 def cmd_sample(args):
     data, test, model = _data_and_model(args)
     sampler = _make_sampler(args)
-    os.makedirs(args.out, exist_ok=True)
+    cliutil.prepare_out(args.out)
     checkpoint = os.path.join(args.out, "checkpoint.npz") if args.checkpoint else None
     started = time.perf_counter()
     try:
@@ -352,7 +352,7 @@ def cmd_fit(args):
     except DivergenceError as exc:
         print(f"pymf: error: {exc}", file=sys.stderr)
         return 2
-    os.makedirs(args.out, exist_ok=True)
+    cliutil.prepare_out(args.out)
     result.save(os.path.join(args.out, "fit.npz"))
     summary = {"model": model.params(), "optimizer": optimizer.params(),
                "iterations": result.iterations, "epochs": args.epochs,

@@ -80,7 +80,7 @@ def cmd_sibm(args):
         sampling=args.sampling, batch_size=batch_size, theta_delta=args.theta_delta,
         n_threads=args.threads)
     model = LogisticMF(args.rank)
-    os.makedirs(args.out, exist_ok=True)
+    cliutil.prepare_out(args.out)
     checkpoint = os.path.join(args.out, "checkpoint.npz") if args.checkpoint else None
     started = time.perf_counter()
     result = fit(model, X, method, n_updates=args.updates, seed=args.seed, test=test,
