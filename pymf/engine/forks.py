@@ -31,11 +31,6 @@ def _after_fork_in_child():
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def forked_after_run():
-    """True in a process forked from one that had run pymf (and in its own children)."""
-    return _process["forked_after_run"]
-
-
 def one_thread_here(sampler):
     """The sampler a run in this process uses: itself, or, in a child forked after a pymf
     run, a copy on one thread (and OpenMP's default set to one thread for the calls that
@@ -51,7 +46,7 @@ def one_thread_here(sampler):
                       "same chain); to have threads, start processes with multiprocessing's "
                       "'spawn' or 'forkserver' (multiprocessing.get_context('spawn'))",
                       RuntimeWarning, stacklevel=user_stacklevel())
-    if getattr(sampler, "n_threads", 1) in (1,):
+    if getattr(sampler, "n_threads", 1) == 1:  # one already (or a sampler without threads)
         return sampler
     single = copy.copy(sampler)
     single.n_threads = 1
