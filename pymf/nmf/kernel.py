@@ -556,9 +556,9 @@ class FactorKernel(RowStepKernel):
         if prior_rms is not None and n_entries == self.shape[0] * self.shape[1]:
             self.blowup_limit = blowup_limit(sum_of_squares, n_entries, prior_rms())
 
-    def fitted_rms(self):
-        """sqrt(mean over every entry of (W H)_ij^2) = sqrt(sum(W'W * H H') / (I J))."""
-        W_grid, Ht_grid = self.grid_state()
+    def fitted_rms(self, W_grid, Ht_grid):
+        """sqrt(mean over every entry of (W H)_ij^2) = sqrt(sum(W'W * H H') / (I J)), from
+        the factors in grid order (grid_state)."""
         with np.errstate(over="ignore", invalid="ignore"):
             total = float(np.sum((W_grid.T @ W_grid) * (Ht_grid.T @ Ht_grid)))
         return math.sqrt(max(total, 0.0) / (self.shape[0] * self.shape[1]))
@@ -572,7 +572,8 @@ class FactorKernel(RowStepKernel):
                 f"the chain diverged at iteration {t}: its log-likelihood is not finite "
                 "(W H overflows; extreme data, priors or step sizes?)", iteration=t)
         if self.blowup_limit is not None:
-            rms = self.fitted_rms()
+            W_grid, Ht_grid = self.grid_state()
+            rms = self.fitted_rms(W_grid, Ht_grid)
             if not rms <= self.blowup_limit:  # NaN too
                 kept = ("the last state that passed, at iteration "
                         f"{self._passed[0]}, is kept" if self._passed is not None else
@@ -586,9 +587,17 @@ class FactorKernel(RowStepKernel):
                     "factors run away, finite but far from the posterior (a step too large "
                     "for these data: give a smaller step_size; on small counts, a factor "
                     f"near zero throws Langevin steps far off{gibbs}); {kept}",
-                    iteration=t, state=None if self._passed is None else self._passed[1])
-            W, H = self.state()  # (I + J) K values, on fully observed data only
-            self._passed = (t, {"W": W, "H": H})
+                    iteration=t, state=self._passed_state())
+            # the grid-order factors as they are (one copy, no reordering at every trace
+            # point: they are put in the user's order only for an error)
+            self._passed = (t, (np.array(W_grid), np.array(Ht_grid)))
+
+    def _passed_state(self):
+        """The state at the last trace point that passed check_state ({"W", "H"}), or None."""
+        if self._passed is None:
+            return None
+        W, H = self.grid.from_grid(*self._passed[1])
+        return {"W": W, "H": H}
 
     def trace_point(self, run):
         test_mean = None if run is None else run.test_mean()
